@@ -1,0 +1,57 @@
+# Every task has one target; `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CERT_DIR := dev-certs
+BIND ?= 127.0.0.1:8443
+CLUSTER ?= examples/cluster.yaml
+FILE ?= examples/mover-pod.yaml
+PYTEST_ARGS ?=
+
+.PHONY: help install run test unit lint fmt certs review clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(STAMP): setup.cfg pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $@
+
+install: $(STAMP) ## create .venv and install the package with its test tools
+
+$(CERT_DIR)/tls.crt: | $(STAMP)
+	$(BIN)/storage-affinity-webhook certs --service storage-affinity-webhook --namespace storage-affinity \
+		--out $(CERT_DIR)
+
+certs: $(CERT_DIR)/tls.crt ## issue a development CA and serving certificate into dev-certs/
+
+run: $(STAMP) certs ## serve the webhook on https://127.0.0.1:8443 (embedded policy, example cluster)
+	$(BIN)/storage-affinity-webhook serve --cert $(CERT_DIR)/tls.crt --key $(CERT_DIR)/tls.key \
+		--bind $(BIND) --cluster $(CLUSTER)
+
+review: $(STAMP) ## run the admission pipeline offline: make review FILE=examples/mover-pod.yaml
+	$(BIN)/storage-affinity-webhook review -f $(FILE) --cluster $(CLUSTER) -o json
+
+lint: $(STAMP) ## formatter check, linter, mypy strict, import contracts
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+fmt: $(STAMP) ## format and autofix
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+unit: $(STAMP) ## run the tests only (no lint)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test: lint unit ## install, lint, then run every test
+
+clean: ## remove the venv, caches and development certificates
+	rm -rf $(VENV) $(CERT_DIR) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,0 +1,83 @@
+"""The project's own annotations (`storage-affinity.io/*`): names, values and JSON, checked before any rule
+relies on them, so a typo is an admission error instead of a silently ignored setting."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rules.loadaffinity_config import load_affinity_problems
+from rules.model import PREFIX
+from rules.names import dns1123_subdomain_error
+from rules.suggest import unknown_field
+
+ROLE = PREFIX + "role"
+PLACEMENT = PREFIX + "placement"
+CO_SCHEDULE_WITH = PREFIX + "co-schedule-with"
+LOAD_AFFINITY = PREFIX + "load-affinity"
+STORAGE_CLASS = PREFIX + "storage-class"
+CO_SCHEDULED_WITH = PREFIX + "co-scheduled-with"
+LOAD_AFFINITY_APPLIED = PREFIX + "load-affinity-applied"
+
+PLACEMENTS = ("requiredAffinity", "nodeSelector", "nodeName")
+
+
+def _one_of(*allowed: str) -> Callable[[str], list[tuple[str, str]]]:
+    def check(value: str) -> list[tuple[str, str]]:
+        return [] if value in allowed else [("", f'"{value}" is not one of {", ".join(allowed)}')]
+
+    return check
+
+
+def _name(value: str) -> list[tuple[str, str]]:
+    err = dns1123_subdomain_error(value)
+    return [("", err)] if err else []
+
+
+def _decision(value: str) -> list[tuple[str, str]]:
+    pod, slash, node = value.partition("/")
+    if not slash or dns1123_subdomain_error(pod) or dns1123_subdomain_error(node):
+        return [("", f'"{value}" is not of the form <pod>/<node>')]
+    return []
+
+
+def _applied(value: str) -> list[tuple[str, str]]:
+    return [] if value == "*" else _name(value)
+
+
+def _load_affinity(value: str) -> list[tuple[str, str]]:
+    try:
+        entries = json.loads(value)
+    except json.JSONDecodeError as exc:
+        return [("", f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}")]
+    errors, unknown = load_affinity_problems(entries, "")
+    return errors + unknown
+
+
+CHECKS: Mapping[str, Callable[[str], list[tuple[str, str]]]] = {
+    ROLE: _one_of("none", "mover", "backup", "restore"),
+    PLACEMENT: _one_of(*PLACEMENTS),
+    CO_SCHEDULE_WITH: _name,
+    LOAD_AFFINITY: _load_affinity,
+    STORAGE_CLASS: _name,
+    CO_SCHEDULED_WITH: _decision,
+    LOAD_AFFINITY_APPLIED: _applied,
+}
+
+
+def annotation_problems(annotations: Mapping[str, Any], base: str = "metadata.annotations") -> list[tuple[str, str]]:
+    """(field, message) for every unknown `storage-affinity.io/` key and every bad value."""
+    problems: list[tuple[str, str]] = []
+    for key, value in annotations.items():
+        if not isinstance(key, str) or not key.startswith(PREFIX):
+            continue
+        at = f"{base}[{key}]"
+        check = CHECKS.get(key)
+        if check is None:
+            known = [k[len(PREFIX) :] for k in CHECKS]
+            problems.append((at, unknown_field(key[len(PREFIX) :], known).replace("field", "annotation", 1)))
+            continue
+        for sub, message in check(str(value)):
+            problems.append((at + sub, message))
+    return problems

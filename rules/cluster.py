@@ -1,0 +1,34 @@
+"""The read-only view of cluster state that rules consult.
+
+Two implementations live in `webhook.state`: static manifests and the live API cache. Rules see only this
+protocol, so they stay pure and are tested with plain dictionaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from rules.model import Json
+
+
+class LookupFailed(Exception):  # noqa: N818 - the name reads as the event it reports
+    """State needed for a decision could not be read; the policy's `onLookupFailure` decides what happens."""
+
+
+class ClusterView(Protocol):
+    def pvc(self, namespace: str, name: str) -> Json | None: ...
+
+    def pods_using_claim(self, namespace: str, claim: str) -> list[Json]:
+        """Pods in `namespace` that mount `claim`, directly or as a generic ephemeral volume."""
+        ...
+
+    def pv(self, name: str) -> Json | None: ...
+
+    def storage_class(self, name: str) -> Json | None: ...
+
+    def node(self, name: str) -> Json | None: ...
+
+    def nodes(self) -> Iterable[Json]: ...
+
+    def config_map(self, namespace: str, name: str) -> Json | None: ...

@@ -1,0 +1,65 @@
+"""The types a rule works with: the pod target it may patch and the context it reports through."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rules.cluster import ClusterView
+from rules.model import Decision, Finding, Json, Severity, Subject
+from rules.patch import PatchBuilder
+from rules.policy import Policy
+from rules.roles import RoleDecision
+
+
+class BadObject(ValueError):
+    """The object's fields have the wrong types; `problems` name each field."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{p}: {m}" for p, m in problems))
+
+
+@dataclass
+class PodTarget:
+    """A Pod, or the pod template of a Job, with a patch builder rooted at it."""
+
+    kind: str
+    namespace: str
+    metadata: Json
+    spec: Json
+    patch: PatchBuilder
+    role: RoleDecision
+    base: str = ""  # field path prefix: "" for a Pod, "spec.template" for a Job
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name") or self.metadata.get("generateName") or "")
+
+    @property
+    def is_template(self) -> bool:
+        return self.kind != "Pod"
+
+    def field(self, path: str) -> str:
+        return f"{self.base}.{path}" if self.base else path
+
+
+@dataclass
+class Context:
+    subject: Subject
+    view: ClusterView
+    policy: Policy
+    own_namespace: str = ""
+    decision: Decision = field(default_factory=Decision)
+
+    def warn(self, message: str) -> None:
+        if message not in self.decision.warnings:
+            self.decision.warnings.append(message)
+
+    def reason(self, message: str) -> None:
+        self.decision.reasons.append(message)
+
+    def audit(self, key: str, value: str) -> None:
+        self.decision.audit[key] = value
+
+    def find(self, path: str, message: str, family: str, severity: Severity = Severity.DENY) -> None:
+        self.decision.findings.append(Finding(path, message, family, severity))

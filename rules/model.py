@@ -1,0 +1,72 @@
+"""What rules take and give: the subject under review and the decision about it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+Json = dict[str, Any]
+
+#: The prefix of every annotation this project reads or writes.
+PREFIX = "storage-affinity.io/"
+
+
+class Severity(str, Enum):
+    DENY = "deny"
+    WARN = "warn"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One validation result: where, what, and how bad before enforcement is applied.
+
+    `family` names the policy switch (`validation.<family>.enforcement`) that can turn a denial into a warning.
+    """
+
+    field: str
+    message: str
+    family: str
+    severity: Severity = Severity.DENY
+
+    def text(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The object under review, as the API server describes it (transport-independent)."""
+
+    kind: str
+    operation: str
+    namespace: str
+    name: str
+    obj: Json | None
+    old: Json | None = None
+    dry_run: bool = False
+    group: str = ""
+
+
+@dataclass
+class Decision:
+    """What the pipeline concluded: JSON Patch operations, warnings, findings and short reasons.
+
+    `reasons` are one-line explanations (for `review -o json` and the audit log); `audit` holds the audit
+    annotations (keys without '/', the API server prefixes them with the webhook's name).
+    """
+
+    patch: list[Json] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    audit: dict[str, str] = field(default_factory=dict)
+    failure: str | None = None
+    denied_by_failure: bool = False
+
+    @property
+    def denials(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.DENY]
+
+    @property
+    def allowed(self) -> bool:
+        return not self.denied_by_failure and not self.denials

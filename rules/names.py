@@ -1,0 +1,64 @@
+"""Kubernetes name and label syntax, as apimachinery validates it.
+
+Kept exact so that what we accept is what the API server accepts: a value we let through that the API server
+later rejects would surface as an opaque failure far from its cause.
+"""
+
+from __future__ import annotations
+
+import re
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def dns1123_label_error(value: str) -> str | None:
+    """Why `value` is not a DNS-1123 label (namespace names), or None."""
+    if not value:
+        return "must not be empty"
+    if len(value) > 63:
+        return f"{value!r} is longer than 63 characters"
+    if not _DNS1123_LABEL.match(value):
+        return f"{value!r} is not a DNS-1123 label (lower case alphanumerics and '-', alphanumeric at both ends)"
+    return None
+
+
+def dns1123_subdomain_error(value: str) -> str | None:
+    """Why `value` is not a DNS-1123 subdomain (names of most objects), or None."""
+    if not value:
+        return "must not be empty"
+    if len(value) > 253:
+        return f"{value!r} is longer than 253 characters"
+    if not _DNS1123_SUBDOMAIN.match(value):
+        return f"{value!r} is not a valid name (lower case alphanumerics, '-' and '.', alphanumeric at both ends)"
+    return None
+
+
+def label_key_error(key: str) -> str | None:
+    """Why `key` is not a valid label key (an optional DNS subdomain prefix, '/', a qualified name), or None."""
+    if not key:
+        return "label key must not be empty"
+    prefix, slash, name = key.rpartition("/")
+    if slash:
+        if not prefix:
+            return f"label key {key!r} has an empty prefix"
+        if len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix):
+            return f"label key {key!r} has a prefix that is not a DNS-1123 subdomain"
+    if not name:
+        return f"label key {key!r} has an empty name"
+    if len(name) > 63:
+        return f"label key {key!r} has a name longer than 63 characters"
+    if not _QUALIFIED_NAME.match(name):
+        return f"label key {key!r} is not a qualified name (alphanumerics, '-', '_' and '.', alphanumeric at both ends)"
+    return None
+
+
+def label_value_error(value: str) -> str | None:
+    """Why `value` is not a valid label value (empty is valid), or None."""
+    if len(value) > 63:
+        return f"label value {value!r} is longer than 63 characters"
+    if not _LABEL_VALUE.match(value):
+        return f"label value {value!r} is not valid (alphanumerics, '-', '_' and '.', alphanumeric at both ends)"
+    return None

@@ -1,0 +1,173 @@
+"""The admission pipeline: which rules run for which object, and how their results become one Decision.
+
+Rules are plain functions `(ctx, target) -> None` that write to `target.patch` and report through `ctx`.
+A failing rule never escapes: its effect follows the policy's `onLookupFailure`, and a failed mutation is
+discarded whole (never a half-applied change).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from rules.annotations import annotation_problems
+from rules.cluster import ClusterView, LookupFailed
+from rules.context import BadObject, Context, PodTarget
+from rules.model import Decision, Finding, Json, Severity, Subject
+from rules.patch import PatchBuilder
+from rules.policy import POLICY_LABEL, Policy, PolicyError, policy_from_config_map
+from rules.roles import classify
+from rules.shape import pod_shape_problems
+
+log = logging.getLogger(__name__)
+
+POD_KINDS = ("Pod", "Job")
+#: Finding families that enforcement never relaxes: a broken policy must never land.
+STRICT_FAMILIES = frozenset({"policy"})
+
+
+Rule = Callable[[Context, PodTarget], None]
+ConfigMapRule = Callable[[Context, Json], None]
+
+#: Mutating rules by role. Filled by the rule modules' registration below.
+MUTATORS: dict[str, Rule] = {}
+#: Validating rules for Pods and Job templates, in order.
+POD_VALIDATORS: list[Rule] = []
+#: Validating rules for ConfigMaps.
+CONFIG_MAP_VALIDATORS: list[ConfigMapRule] = []
+
+
+def mutate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: str = "") -> Decision:
+    """The mutating webhook's decision: patch operations only on CREATE of a Pod or Job."""
+    ctx = Context(subject, view, policy, own_namespace)
+    if subject.operation != "CREATE" or subject.kind not in POD_KINDS or not isinstance(subject.obj, dict):
+        return ctx.decision
+    target = pod_target(subject, policy, own_namespace)
+    ctx.reason(f"role: {target.role.role or 'none'} ({target.role.reason})")
+    mutator = MUTATORS.get(target.role.role or "")
+    if mutator is None:
+        return ctx.decision
+    if not _run(ctx, mutator, target):
+        return ctx.decision
+    ctx.decision.patch = target.patch.operations()
+    return ctx.decision
+
+
+def validate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: str = "") -> Decision:
+    """The validating webhook's decision: findings with enforcement applied."""
+    ctx = Context(subject, view, policy, own_namespace)
+    if not isinstance(subject.obj, dict) or subject.operation not in ("CREATE", "UPDATE"):
+        return ctx.decision
+    if subject.kind in POD_KINDS:
+        if subject.kind == "Job" and subject.operation != "CREATE":
+            return ctx.decision
+        target = pod_target(subject, policy, own_namespace)
+        if target.role.exempt:
+            ctx.reason(f"exempt: {target.role.reason}")
+            return ctx.decision
+        for rule in POD_VALIDATORS:
+            _run(ctx, rule, target)
+    elif subject.kind == "ConfigMap":
+        for cm_rule in CONFIG_MAP_VALIDATORS:
+            _run(ctx, cm_rule, subject.obj)
+    _apply_enforcement(ctx)
+    return ctx.decision
+
+
+def pod_target(subject: Subject, policy: Policy, own_namespace: str) -> PodTarget:
+    """The pod (or Job template) under review; raises BadObject when the fields rules read are mistyped."""
+    obj = subject.obj
+    assert isinstance(obj, dict)
+    namespace = subject.namespace or str((obj.get("metadata") or {}).get("namespace") or "")
+    if subject.kind == "Pod":
+        problems = pod_shape_problems(obj)
+        builder = PatchBuilder(obj)
+        pod, base = obj, ""
+    else:
+        template = (obj.get("spec") or {}).get("template") if isinstance(obj.get("spec"), dict) else None
+        problems = pod_shape_problems(template, "spec.template") if template is not None else []
+        builder = PatchBuilder(obj).scoped(("spec", "template"))
+        pod, base = (template if isinstance(template, dict) else {}), "spec.template"
+    if problems:
+        raise BadObject(problems)
+    metadata = pod.get("metadata") or {}
+    role = classify(metadata, namespace, policy, own_namespace)
+    return PodTarget(subject.kind, namespace, metadata, pod.get("spec") or {}, builder, role, base)
+
+
+__all__ = ["BadObject", "Context", "PodTarget", "denial_message", "mutate", "validate"]
+
+
+def _run(ctx: Context, rule: Callable[[Context, Any], None], target: Any) -> bool:
+    """Run one rule; on failure record it and apply `onLookupFailure`. True when the rule completed."""
+    try:
+        rule(ctx, target)
+    except LookupFailed as exc:
+        _fail(ctx, f"cluster state unavailable: {exc}")
+        return False
+    except Exception as exc:  # a broken rule must not become a 5xx for the API server
+        log.exception("rule %s failed", getattr(rule, "__name__", rule))
+        _fail(ctx, f"internal error in {getattr(rule, '__module__', 'rule')}: {type(exc).__name__}")
+        return False
+    return True
+
+
+def _fail(ctx: Context, why: str) -> None:
+    decision = ctx.decision
+    decision.failure = why
+    decision.audit["lookup-failure"] = why
+    if ctx.policy.on_lookup_failure == "deny":
+        decision.denied_by_failure = True
+    else:
+        ctx.warn(f"storage-affinity-webhook admitted this unchanged: {why}")
+
+
+def _apply_enforcement(ctx: Context) -> None:
+    findings = []
+    for finding in ctx.decision.findings:
+        relaxed = ctx.policy.enforcement_for(finding.family) == "warn" and finding.family not in STRICT_FAMILIES
+        if finding.severity is Severity.DENY and relaxed:
+            finding = Finding(finding.field, finding.message, finding.family, Severity.WARN)
+        findings.append(finding)
+    ctx.decision.findings = findings
+    for finding in findings:
+        if finding.severity is Severity.WARN:
+            ctx.warn(finding.text())
+
+
+def denial_message(findings: Sequence[Finding]) -> str:
+    """DESIGN §6: every finding in one message, numbered, each with its field path."""
+    count = len(findings)
+    noun = "problem" if count == 1 else "problems"
+    items = "; ".join(f"({i}) {f.text()}" for i, f in enumerate(findings, 1))
+    return f"storage-affinity-webhook denied: {count} {noun}: {items}"
+
+
+# --- the rules shipped with the foundation --------------------------------------------------------------------
+
+
+def own_annotations(ctx: Context, target: PodTarget) -> None:
+    """Unknown `storage-affinity.io/*` keys and bad values; on UPDATE only when they changed."""
+    annotations = target.metadata.get("annotations") or {}
+    if ctx.subject.operation == "UPDATE":
+        old = ((ctx.subject.old or {}).get("metadata") or {}).get("annotations") or {}
+        annotations = {k: v for k, v in annotations.items() if old.get(k) != v}
+    for path, message in annotation_problems(annotations, target.field("metadata.annotations")):
+        ctx.find(path, message, "annotations")
+
+
+def policy_config_map(ctx: Context, config_map: Json) -> None:
+    """A policy ConfigMap that would not load is denied, so a broken policy never lands."""
+    labels = (config_map.get("metadata") or {}).get("labels") or {}
+    if not isinstance(labels, Mapping) or labels.get(POLICY_LABEL) != "true":
+        return
+    try:
+        policy_from_config_map(config_map)
+    except PolicyError as exc:
+        for path, message in exc.problems:
+            ctx.find(path, message, "policy")
+
+
+POD_VALIDATORS.append(own_annotations)
+CONFIG_MAP_VALIDATORS.append(policy_config_map)

@@ -1,0 +1,241 @@
+"""The policy: parsed from a bare YAML document or a ConfigMap (key `policy.yaml`), validated completely.
+
+Every field is optional; missing fields take the embedded default's value. Validation reports every problem with
+its path and never stops at the first, so one `kubectl apply` shows an operator everything to fix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jsonschema
+
+from rules.documents import DocumentError, load_documents
+from rules.loadaffinity_config import load_affinity_problems
+from rules.model import Json
+from rules.names import dns1123_label_error, dns1123_subdomain_error
+from rules.selectors import Problem, selector_problems, type_name
+from rules.suggest import unknown_field
+
+POLICY_KEY = "policy.yaml"
+POLICY_LABEL = "storage-affinity.io/policy"
+ROLES = ("mover", "backup", "restore")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class PolicyError(ValueError):
+    """The policy is invalid; `problems` holds every (path, message)."""
+
+    def __init__(self, problems: list[Problem], source: str = "policy") -> None:
+        self.problems = problems
+        self.source = source
+        super().__init__(f"{source}: " + "; ".join(format_problem(p) for p in problems))
+
+
+@dataclass(frozen=True)
+class Policy:
+    enforcement: str = "deny"
+    on_lookup_failure: str = "allow"
+    excluded_namespaces: frozenset[str] = frozenset()
+    role_selectors: Mapping[str, tuple[Json, ...]] = field(default_factory=dict)
+    placement: str = "requiredAffinity"
+    copy_tolerations: bool = True
+    read_write_once_pod: str = "deny"
+    load_affinity: tuple[Json, ...] = ()
+    backup_pvc: Mapping[str, Json] = field(default_factory=dict)
+    restore_pvc: Mapping[str, Any] = field(default_factory=dict)
+    tolerations: tuple[Json, ...] = ()
+    load_affinity_source: tuple[str, str] | None = None
+    family_enforcement: Mapping[str, str] = field(default_factory=dict)
+    document: Json = field(default_factory=dict, compare=False)
+
+    def enforcement_for(self, family: str) -> str:
+        return self.family_enforcement.get(family, self.enforcement)
+
+
+def format_problem(problem: Problem) -> str:
+    path, message = problem
+    return f"{path}: {message}" if path else message
+
+
+@cache
+def _schema() -> Json:
+    return json.loads(resources.files("rules").joinpath("policy.schema.json").read_text())  # type: ignore[no-any-return]
+
+
+@cache
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(_schema())
+
+
+@cache
+def default_document() -> Json:
+    text = resources.files("rules").joinpath("default_policy.yaml").read_text()
+    doc = load_documents(text, "default policy")[0]
+    assert isinstance(doc, dict)
+    return doc
+
+
+def default_policy() -> Policy:
+    return _default_policy()
+
+
+@cache
+def _default_policy() -> Policy:
+    return policy_from_document(default_document())
+
+
+def policy_problems(doc: Any) -> list[Problem]:
+    """Every problem of a policy document, schema and semantics, sorted by path."""
+    if not isinstance(doc, Mapping):
+        return [("", f"the policy must be a YAML mapping, not {type_name(doc)}")]
+    problems = [p for error in _validator().iter_errors(doc) for p in _schema_problems(error)]
+    problems.extend(_semantic_problems(doc))
+    unique = list(dict.fromkeys(problems))  # type: ignore[arg-type]
+    return sorted(unique, key=lambda p: p[0])  # type: ignore[no-any-return]
+
+
+def policy_from_document(doc: Any, source: str = "policy") -> Policy:
+    """A validated Policy from a bare policy document, defaults filled in."""
+    problems = policy_problems(doc)
+    if problems:
+        raise PolicyError(problems, source)
+    base = default_document()
+    roles = {**base["roles"], **(doc.get("roles") or {})}
+    co = {**base["coScheduling"], **(doc.get("coScheduling") or {})}
+    validation = {**base["validation"], **(doc.get("validation") or {})}
+    source_cm = (doc.get("loadAffinitySource") or {}).get("configMap")
+    return Policy(
+        enforcement=doc.get("enforcement", base["enforcement"]),
+        on_lookup_failure=doc.get("onLookupFailure", base["onLookupFailure"]),
+        excluded_namespaces=frozenset(doc.get("excludedNamespaces", base["excludedNamespaces"])),
+        role_selectors={role: tuple((roles.get(role) or {}).get("selectors") or ()) for role in ROLES},
+        placement=co["placement"],
+        copy_tolerations=co["copyTolerations"],
+        read_write_once_pod=co["readWriteOncePod"],
+        load_affinity=tuple(doc.get("loadAffinity", base["loadAffinity"])),
+        backup_pvc=dict(doc.get("backupPVC", base["backupPVC"])),
+        restore_pvc=dict(doc.get("restorePVC", base["restorePVC"])),
+        tolerations=tuple(doc.get("tolerations", base["tolerations"])),
+        load_affinity_source=(source_cm["namespace"], source_cm["name"]) if source_cm else None,
+        family_enforcement={k: v["enforcement"] for k, v in validation.items() if "enforcement" in v},
+        document=dict(doc),
+    )
+
+
+def parse_policy_text(text: str, source: str = "policy") -> Policy:
+    """A policy from YAML text holding either a bare policy document or a ConfigMap with `policy.yaml`."""
+    try:
+        documents = load_documents(text, source)
+    except DocumentError as exc:
+        raise PolicyError([("", str(exc))], source) from None
+    if len(documents) != 1:
+        raise PolicyError([("", f"expected exactly one YAML document, found {len(documents)}")], source)
+    doc = documents[0]
+    if isinstance(doc, Mapping) and doc.get("kind") == "ConfigMap":
+        return policy_from_config_map(doc, source)
+    return policy_from_document(doc, source)
+
+
+def policy_from_config_map(config_map: Mapping[str, Any], source: str = "policy ConfigMap") -> Policy:
+    data = config_map.get("data") or {}
+    if not isinstance(data, Mapping) or POLICY_KEY not in data:
+        raise PolicyError([("data", f"the policy ConfigMap must hold the policy under key {POLICY_KEY!r}")], source)
+    text = data[POLICY_KEY]
+    if not isinstance(text, str):
+        raise PolicyError([(f"data[{POLICY_KEY}]", f"must be a string, not {type_name(text)}")], source)
+    try:
+        documents = load_documents(text, f"data[{POLICY_KEY}]")
+    except DocumentError as exc:
+        raise PolicyError([(f"data[{POLICY_KEY}]", str(exc))], source) from None
+    if len(documents) > 1:
+        raise PolicyError([(f"data[{POLICY_KEY}]", "must hold exactly one YAML document")], source)
+    doc = documents[0] if documents else {}
+    try:
+        return policy_from_document(doc, source)
+    except PolicyError as exc:
+        raise PolicyError([(_join(f"data[{POLICY_KEY}]", p), m) for p, m in exc.problems], source) from None
+
+
+def render_path(parts: Any) -> str:
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _IDENT.match(str(part)):
+            out += f".{part}" if out else str(part)
+        else:
+            out += f"[{part}]"
+    return out
+
+
+def _join(prefix: str, path: str) -> str:
+    if not path or not prefix:
+        return prefix or path
+    return prefix + (path if path.startswith("[") else "." + path)
+
+
+def _schema_problems(error: jsonschema.ValidationError) -> list[Problem]:
+    path = render_path(error.absolute_path)
+    validator = error.validator
+    if validator == "enum":
+        shown = json.dumps(error.instance) if not isinstance(error.instance, str) else f'"{error.instance}"'
+        return [(path, f"{shown} is not one of {', '.join(str(v) for v in error.validator_value)}")]  # type: ignore[union-attr]
+    if validator == "additionalProperties":
+        known = list((error.schema.get("properties") or {}).keys())  # type: ignore[union-attr]
+        return [(_join(path, render_path([k])), unknown_field(k, known)) for k in error.instance if k not in known]
+    if validator == "type":
+        expected = {
+            "array": "a list",
+            "object": "a mapping",
+            "string": "a string",
+            "boolean": "true or false",
+            "integer": "an integer",
+        }.get(str(error.validator_value), str(error.validator_value))
+        return [(path, f"must be {expected}, not {type_name(error.instance)}")]
+    if validator == "required":
+        return [(path, error.message.replace("'", '"'))]
+    return [(path, error.message)]
+
+
+def _semantic_problems(doc: Mapping[str, Any]) -> list[Problem]:
+    problems: list[Problem] = []
+    namespaces = doc.get("excludedNamespaces")
+    if isinstance(namespaces, list):
+        for i, ns in enumerate(namespaces):
+            if isinstance(ns, str) and (err := dns1123_label_error(ns)) is not None:
+                problems.append((f"excludedNamespaces[{i}]", err))
+    roles = doc.get("roles")
+    if isinstance(roles, Mapping):
+        for role, spec in roles.items():
+            selectors = spec.get("selectors") if isinstance(spec, Mapping) else None
+            if isinstance(selectors, list):
+                for i, selector in enumerate(selectors):
+                    problems.extend(selector_problems(selector, f"roles.{role}.selectors[{i}]"))
+    if "loadAffinity" in doc:
+        errors, unknown = load_affinity_problems(doc["loadAffinity"], "loadAffinity")
+        problems.extend(errors + unknown)
+    backup = doc.get("backupPVC")
+    if isinstance(backup, Mapping):
+        for source_class, spec in backup.items():
+            at = f"backupPVC[{source_class}]"
+            if (err := dns1123_subdomain_error(str(source_class))) is not None:
+                problems.append((at, err))
+            if isinstance(spec, Mapping):
+                target = spec.get("storageClass")
+                if isinstance(target, str) and target and (err := dns1123_subdomain_error(target)) is not None:
+                    problems.append((f"{at}.storageClass", err))
+    source = (doc.get("loadAffinitySource") or {}) if isinstance(doc.get("loadAffinitySource"), Mapping) else {}
+    cm = source.get("configMap")
+    if isinstance(cm, Mapping):
+        for key, check in (("namespace", dns1123_label_error), ("name", dns1123_subdomain_error)):
+            value = cm.get(key)
+            if isinstance(value, str) and (err := check(value)) is not None:
+                problems.append((f"loadAffinitySource.configMap.{key}", err))
+    return problems

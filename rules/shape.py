@@ -1,0 +1,98 @@
+"""Type checks of the fields rules read, so malformed input gets a message naming the field, not a traceback.
+
+The API server only sends well-typed objects; this guards the other callers (`review`, curl, fuzzers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rules.selectors import type_name
+
+_MAPS_OF_STRINGS = (("metadata", "labels"), ("metadata", "annotations"))
+
+
+def pod_shape_problems(pod: Any, base: str = "") -> list[tuple[str, str]]:
+    """Problems with the types of a pod (or pod template) in the fields the rules read."""
+    if not isinstance(pod, Mapping):
+        return [(base or "object", f"must be an object, not {type_name(pod)}")]
+    problems: list[tuple[str, str]] = []
+
+    def at(*parts: str) -> str:
+        return ".".join(p for p in (base, *parts) if p)
+
+    def expect(value: Any, kind: type, path: str, what: str) -> bool:
+        if value is None:
+            return False
+        if not isinstance(value, kind):
+            problems.append((path, f"must be {what}, not {type_name(value)}"))
+            return False
+        return True
+
+    if expect(pod.get("metadata"), dict, at("metadata"), "an object"):
+        for parts in _MAPS_OF_STRINGS:
+            value = pod["metadata"].get(parts[1])
+            if expect(value, dict, at(*parts), "a map of strings"):
+                for key, item in value.items():
+                    if not isinstance(item, str):
+                        problems.append((f"{at(*parts)}[{key}]", f"must be a string, not {type_name(item)}"))
+        for key in ("name", "namespace", "generateName", "creationTimestamp", "deletionTimestamp"):
+            expect(pod["metadata"].get(key), str, at("metadata", key), "a string")
+    spec = pod.get("spec")
+    if not expect(spec, dict, at("spec"), "an object"):
+        return problems
+    expect(spec.get("nodeName"), str, at("spec", "nodeName"), "a string")
+    if expect(spec.get("nodeSelector"), dict, at("spec", "nodeSelector"), "a map of strings"):
+        for key, item in spec["nodeSelector"].items():
+            if not isinstance(item, str):
+                problems.append((at("spec", "nodeSelector", key), f"must be a string, not {type_name(item)}"))
+    for name in ("volumes", "tolerations", "schedulingGates"):
+        items = spec.get(name)
+        if expect(items, list, at("spec", name), "a list"):
+            for i, item in enumerate(items):
+                if not isinstance(item, dict):
+                    problems.append((f"{at('spec', name)}[{i}]", f"must be an object, not {type_name(item)}"))
+    for i, volume in enumerate(spec.get("volumes") or ()):
+        if isinstance(volume, dict):
+            if not isinstance(volume.get("name"), str):
+                problems.append((f"{at('spec', 'volumes')}[{i}].name", "required string"))
+            claim = volume.get("persistentVolumeClaim")
+            if claim is not None and not (isinstance(claim, dict) and isinstance(claim.get("claimName"), str)):
+                problems.append((f"{at('spec', 'volumes')}[{i}].persistentVolumeClaim.claimName", "required string"))
+    affinity = spec.get("affinity")
+    if expect(affinity, dict, at("spec", "affinity"), "an object"):
+        node = affinity.get("nodeAffinity")
+        if expect(node, dict, at("spec", "affinity", "nodeAffinity"), "an object"):
+            required = node.get("requiredDuringSchedulingIgnoredDuringExecution")
+            path = at("spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+            if expect(required, dict, path, "an object"):
+                terms = required.get("nodeSelectorTerms")
+                if expect(terms, list, f"{path}.nodeSelectorTerms", "a list"):
+                    for i, term in enumerate(terms):
+                        problems.extend(_term_problems(term, f"{path}.nodeSelectorTerms[{i}]"))
+    return problems
+
+
+def _term_problems(term: Any, path: str) -> list[tuple[str, str]]:
+    if not isinstance(term, dict):
+        return [(path, f"must be an object, not {type_name(term)}")]
+    problems = []
+    for part in ("matchExpressions", "matchFields"):
+        items = term.get(part)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            problems.append((f"{path}.{part}", f"must be a list, not {type_name(items)}"))
+            continue
+        for i, req in enumerate(items):
+            at = f"{path}.{part}[{i}]"
+            if not isinstance(req, dict):
+                problems.append((at, f"must be an object, not {type_name(req)}"))
+            elif not isinstance(req.get("key"), str) or not isinstance(req.get("operator"), str):
+                problems.append((at, "key and operator are required strings"))
+            elif req.get("values") is not None and not (
+                isinstance(req["values"], list) and all(isinstance(v, str) for v in req["values"])
+            ):
+                problems.append((f"{at}.values", "must be a list of strings"))
+    return problems
