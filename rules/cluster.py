@@ -12,7 +12,7 @@ from typing import Protocol
 from rules.model import Json
 
 
-class LookupFailed(Exception):  # noqa: N818 - the name reads as the event it reports
+class LookupFailed(Exception):
     """State needed for a decision could not be read; the policy's `onLookupFailure` decides what happens."""
 
 

@@ -31,7 +31,7 @@ class _NoAliasLoader(yaml.SafeLoader):
 def load_documents(text: str, source: str) -> list[Any]:
     """All documents of a multi-document YAML (or JSON) text; empty documents are skipped."""
     try:
-        return [doc for doc in yaml.load_all(text, Loader=_NoAliasLoader) if doc is not None]  # noqa: S506
+        return [doc for doc in yaml.load_all(text, Loader=_NoAliasLoader) if doc is not None]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -1,0 +1,1 @@
+"""Transport: AdmissionReview codec, Flask app factory, gunicorn server, cluster state, CLI and metrics."""

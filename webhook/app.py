@@ -1,0 +1,124 @@
+"""Flask app factory: the admission endpoints, health, readiness and metrics.
+
+Errors are mapped to HTTP answers in one place (`_error`): a body that is not an AdmissionReview gets 400 with a
+plain-text reason, an oversized one 413; a review always gets HTTP 200 with an AdmissionReview, even when a rule
+fails (the pipeline turns that into the policy's `onLookupFailure`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+
+from rules import pipeline
+from rules.context import BadObject
+from rules.model import Decision
+from webhook import metrics
+from webhook.codec import AdmissionRequest, ReviewError, build_response, decode_review
+from webhook.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+
+Handler = Callable[[AdmissionRequest, Runtime], Decision]
+
+
+def _mutate(req: AdmissionRequest, rt: Runtime) -> Decision:
+    return pipeline.mutate(req.subject(), rt.view, rt.policy, rt.namespace)
+
+
+def _validate(req: AdmissionRequest, rt: Runtime) -> Decision:
+    return pipeline.validate(req.subject(), rt.view, rt.policy, rt.namespace)
+
+
+def _allow(req: AdmissionRequest, rt: Runtime) -> Decision:
+    """The benchmark's floor: parse the review, answer allowed."""
+    return Decision()
+
+
+ENDPOINTS: dict[str, tuple[Handler, bool]] = {
+    "mutate": (_mutate, True),
+    "validate": (_validate, False),
+}
+
+
+def create_app(runtime: Runtime, *, max_body: int = DEFAULT_MAX_BODY, trivial_endpoint: bool = False) -> Flask:
+    app = Flask("storage-affinity-webhook")
+    app.config["MAX_CONTENT_LENGTH"] = max_body
+    app.extensions["runtime"] = runtime
+    endpoints = dict(ENDPOINTS)
+    if trivial_endpoint:
+        endpoints["allow"] = (_allow, False)
+
+    for name, (handler, mutating) in endpoints.items():
+        app.add_url_rule(f"/{name}", name, _review_view(name, handler, mutating, runtime), methods=["POST"])
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return Response("ok\n", mimetype="text/plain")
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        states = runtime.readiness()
+        ready = all(state.startswith("ok") for state in states.values())
+        body = "".join(f"[{'+' if s.startswith('ok') else '-'}] {k}: {s}\n" for k, s in states.items())
+        return Response(body + ("ready\n" if ready else "not ready\n"), 200 if ready else 503, mimetype="text/plain")
+
+    @app.get("/metrics")
+    def metrics_view() -> Response:
+        body, content_type = metrics.render()
+        return Response(body, content_type=content_type)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Response:
+        return _error(exc.description or exc.name, exc.code or 500)
+
+    return app
+
+
+def _review_view(name: str, handler: Handler, mutating: bool, runtime: Runtime) -> Callable[[], Response]:
+    def view() -> Response:
+        started = time.perf_counter()
+        try:
+            body = request.get_data(cache=False)
+            req = decode_review(body)
+        except RequestEntityTooLarge:
+            metrics.BAD_REQUESTS.labels(name, "413").inc()
+            limit = request.max_content_length
+            return _error(f"request body is larger than the limit of {limit} bytes", 413)
+        except ReviewError as exc:
+            metrics.BAD_REQUESTS.labels(name, str(exc.status)).inc()
+            return _error(exc.message, exc.status)
+        try:
+            decision = handler(req, runtime)
+        except BadObject as exc:
+            metrics.BAD_REQUESTS.labels(name, "400").inc()
+            return _error("; ".join(f"request.object.{p}: {m}" for p, m in exc.problems), 400)
+        document = build_response(req, decision, mutating=mutating)
+        outcome = _outcome(document)
+        if decision.failure:
+            metrics.LOOKUP_FAILURES.labels(name, runtime.policy.on_lookup_failure).inc()
+        metrics.REQUESTS.labels(name, req.kind, req.operation, outcome).inc()
+        metrics.DURATION.labels(name).observe(time.perf_counter() - started)
+        return Response(json.dumps(document, separators=(",", ":")), mimetype="application/json")
+
+    view.__name__ = f"review_{name}"
+    return view
+
+
+def _outcome(document: dict[str, object]) -> str:
+    response = document["response"]
+    assert isinstance(response, dict)
+    if not response["allowed"]:
+        return "denied"
+    return "patched" if "patch" in response else "allowed"
+
+
+def _error(message: str, status: int) -> Response:
+    return Response(message.rstrip() + "\n", status, mimetype="text/plain")

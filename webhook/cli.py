@@ -1,0 +1,163 @@
+"""The `storage-affinity-webhook` command: serve, review, certs.
+
+Exit codes of `review`: 0 allowed, 1 denied, 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_ALLOWED, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="storage-affinity-webhook",
+        description="Admission webhook that places storage-bound pods where their storage can be used.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the HTTPS admission server (gunicorn, gevent workers)")
+    serve.add_argument("--bind", default="127.0.0.1:8443", help="address:port to listen on")
+    serve.add_argument("--cert", required=True, type=Path, help="serving certificate (PEM)")
+    serve.add_argument("--key", required=True, type=Path, help="serving key (PEM)")
+    serve.add_argument("--policy", type=Path, help="policy file: a bare policy document or a ConfigMap")
+    serve.add_argument(
+        "--cluster",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="static cluster state manifests (default: none)",
+    )
+    serve.add_argument(
+        "--namespace",
+        default=os.environ.get("POD_NAMESPACE", ""),
+        help="the webhook's own namespace, always exempt (default: $POD_NAMESPACE)",
+    )
+    serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    serve.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="largest accepted body")
+    serve.add_argument(
+        "--graceful-timeout",
+        type=int,
+        default=25,
+        help="seconds in-flight reviews get to finish on SIGTERM (default 25)",
+    )
+    serve.add_argument(
+        "--trivial-endpoint",
+        action="store_true",
+        help="also serve POST /allow, which parses a review and allows it (benchmark floor)",
+    )
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+    rev = sub.add_parser("review", help="run the admission pipeline offline: mutate, apply, validate")
+    rev.add_argument("-f", "--file", required=True, help="AdmissionReview or bare Pod/Job/ConfigMap; - for stdin")
+    rev.add_argument("--policy", type=Path, help="policy file (ConfigMap or bare document); default: embedded")
+    rev.add_argument(
+        "--cluster",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="cluster state manifests (Pods, PVCs, PVs, StorageClasses, Nodes, ConfigMaps)",
+    )
+    rev.add_argument("--namespace", default="", help="the webhook's own namespace (exempt)")
+    rev.add_argument("-o", "--output", choices=["json", "yaml", "patch"], default="json")
+
+    certs = sub.add_parser("certs", help="issue a development CA and serving certificate")
+    certs.add_argument("--service", required=True, help="the webhook Service name")
+    certs.add_argument("--namespace", required=True, help="the Service's namespace")
+    certs.add_argument("--out", required=True, type=Path, help="directory for ca.crt, tls.crt, tls.key")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "review":
+        return _review(args)
+    return _certs(args)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from webhook.server import run
+    from webhook.settings import Settings
+
+    for path in (args.cert, args.key, *(args.cluster or ()), *([args.policy] if args.policy else [])):
+        if not path.is_file():
+            print(f"storage-affinity-webhook: {path}: no such file", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    run(
+        Settings(
+            cert=args.cert,
+            key=args.key,
+            bind=args.bind,
+            workers=args.workers,
+            policy_file=args.policy,
+            cluster_files=tuple(args.cluster),
+            namespace=args.namespace,
+            max_body=args.max_body_bytes,
+            graceful_timeout=args.graceful_timeout,
+            trivial_endpoint=args.trivial_endpoint,
+            log_level=args.log_level,
+        )
+    )
+    return 0
+
+
+def _review(args: argparse.Namespace) -> int:
+    import yaml
+
+    from rules.context import BadObject
+    from rules.documents import DocumentError, load_documents
+    from rules.policy import PolicyError
+    from webhook.codec import ReviewError
+    from webhook.policyfile import load_policy_file
+    from webhook.review import as_request, review
+    from webhook.state.static import load_static_state
+
+    try:
+        source = "<stdin>" if args.file == "-" else args.file
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+        documents = load_documents(text, source)
+        if len(documents) != 1:
+            raise DocumentError(f"{source}: expected exactly one document, found {len(documents)}")
+        policy, _ = load_policy_file(args.policy)
+        view = load_static_state(args.cluster)
+        result = review(as_request(documents[0]), policy, view, args.namespace)
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"storage-affinity-webhook: cannot read input: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (DocumentError, PolicyError, ReviewError) as exc:
+        print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BadObject as exc:
+        print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    out: Any
+    if args.output == "json":
+        out = json.dumps(result.as_json(), indent=2)
+    elif args.output == "patch":
+        out = json.dumps(result.patch, indent=2)
+    else:
+        out = yaml.safe_dump(result.object, sort_keys=False).rstrip()
+    print(out)
+    for warning in result.warnings:
+        print(f"Warning: {warning}", file=sys.stderr)
+    if not result.allowed:
+        print(f"Error: {result.status_message}", file=sys.stderr)
+        return EXIT_DENIED
+    return EXIT_ALLOWED
+
+
+def _certs(args: argparse.Namespace) -> int:
+    from certs.cli import issue_to_dir
+
+    issue_to_dir(args.service, args.namespace, args.out)
+    return 0

@@ -1,0 +1,160 @@
+"""The AdmissionReview codec: typed requests in, responses out, exactly as kube-apiserver requires.
+
+`decode_review` turns bytes into an `AdmissionRequest` or raises `ReviewError` naming the problem;
+`build_response` is pure: (request, decision, endpoint) → the response document.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rules.model import Decision, Json, Subject
+from rules.pipeline import denial_message
+
+API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+WARNING_LIMIT = 120
+WARNINGS_TOTAL_LIMIT = 4096
+_AUDIT_KEY = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+
+class ReviewError(Exception):
+    """The body is not a usable AdmissionReview; `status` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    api_version: str
+    uid: str
+    group: str
+    kind: str
+    operation: str
+    namespace: str
+    name: str
+    obj: Json | None
+    old: Json | None
+    dry_run: bool
+
+    def subject(self) -> Subject:
+        return Subject(
+            kind=self.kind,
+            operation=self.operation,
+            namespace=self.namespace,
+            name=self.name,
+            obj=self.obj,
+            old=self.old,
+            dry_run=self.dry_run,
+            group=self.group,
+        )
+
+
+def decode_review(body: bytes) -> AdmissionRequest:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReviewError(f"request body is not UTF-8 (byte {exc.start})") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReviewError(f"request body is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except RecursionError:
+        raise ReviewError("request body is not usable JSON: nested too deeply") from None
+    return request_from_document(doc)
+
+
+def request_from_document(doc: Any) -> AdmissionRequest:
+    if not isinstance(doc, Mapping):
+        raise ReviewError("request body is not an AdmissionReview: expected a JSON object")
+    if doc.get("kind") != "AdmissionReview":
+        raise ReviewError(f"request body is not an AdmissionReview: kind is {_shown(doc.get('kind'))}")
+    api_version = doc.get("apiVersion")
+    if api_version not in API_VERSIONS:
+        raise ReviewError(
+            f"unsupported AdmissionReview apiVersion {_shown(api_version)} (expected {' or '.join(API_VERSIONS)})"
+        )
+    request = doc.get("request")
+    if not isinstance(request, Mapping):
+        raise ReviewError("AdmissionReview has no request" if request is None else "request must be an object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise ReviewError("request.uid is required (a non-empty string)")
+    kind = request.get("kind")
+    if not isinstance(kind, Mapping) or not isinstance(kind.get("kind"), str):
+        raise ReviewError("request.kind is required (an object with group, version and kind)")
+    operation = request.get("operation")
+    if not isinstance(operation, str) or not operation:
+        raise ReviewError("request.operation is required (CREATE, UPDATE, DELETE or CONNECT)")
+    obj = request.get("object")
+    old = request.get("oldObject")
+    for name, value in (("object", obj), ("oldObject", old)):
+        if value is not None and not isinstance(value, Mapping):
+            raise ReviewError(f"request.{name} must be an object")
+    if operation in ("CREATE", "UPDATE") and obj is None:
+        raise ReviewError(f"request.object is required for {operation}")
+    for name in ("namespace", "name"):
+        if request.get(name) is not None and not isinstance(request.get(name), str):
+            raise ReviewError(f"request.{name} must be a string")
+    dry_run = request.get("dryRun", False)
+    if dry_run is not None and not isinstance(dry_run, bool):
+        raise ReviewError("request.dryRun must be true or false")
+    return AdmissionRequest(
+        api_version=str(api_version),
+        uid=uid,
+        group=str(kind.get("group") or ""),
+        kind=kind["kind"],
+        operation=operation,
+        namespace=str(request.get("namespace") or ""),
+        name=str(request.get("name") or ""),
+        obj=dict(obj) if obj is not None else None,
+        old=dict(old) if old is not None else None,
+        dry_run=bool(dry_run),
+    )
+
+
+def build_response(request: AdmissionRequest, decision: Decision, *, mutating: bool) -> Json:
+    """The AdmissionReview answer, in the request's apiVersion, obeying every rule kube-apiserver checks."""
+    response: Json = {"uid": request.uid, "allowed": decision.allowed}
+    if not decision.allowed:
+        if decision.denied_by_failure:
+            message = f"storage-affinity-webhook denied: {decision.failure} (policy onLookupFailure: deny)"
+            response["status"] = {"code": 503, "reason": "ServiceUnavailable", "message": message}
+        else:
+            response["status"] = {"code": 422, "reason": "Invalid", "message": denial_message(decision.denials)}
+    elif mutating and decision.patch and request.operation == "CREATE" and request.obj is not None:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(decision.patch, separators=(",", ":")).encode()).decode()
+    warnings = clip_warnings(decision.warnings)
+    if warnings:
+        response["warnings"] = warnings
+    audit = {k: str(v) for k, v in decision.audit.items() if _AUDIT_KEY.match(k) and len(k) <= 63}
+    if audit:
+        response["auditAnnotations"] = audit
+    return {"apiVersion": request.api_version, "kind": "AdmissionReview", "response": response}
+
+
+def clip_warnings(warnings: list[str]) -> list[str]:
+    """Each warning at most 120 characters, and no more in total than the API server keeps (4 KiB)."""
+    out: list[str] = []
+    total = 0
+    for warning in warnings:
+        text = " ".join(warning.split())
+        if len(text) > WARNING_LIMIT:
+            text = text[: WARNING_LIMIT - 1] + "…"
+        if total + len(text) > WARNINGS_TOTAL_LIMIT:
+            break
+        total += len(text)
+        out.append(text)
+    return out
+
+
+def _shown(value: Any) -> str:
+    return "missing" if value is None else json.dumps(value)[:60]

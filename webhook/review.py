@@ -1,0 +1,93 @@
+"""Offline review: the admission pipeline as the API server runs it — mutate, apply the patch, validate.
+
+The same codec and rules as the server, so `review` and a server-side dry run give the same decision.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonpatch
+
+from rules import pipeline
+from rules.cluster import ClusterView
+from rules.model import Json
+from rules.policy import Policy
+from webhook.codec import AdmissionRequest, ReviewError, request_from_document
+
+OFFLINE_UID = "offline-review"
+
+
+@dataclass
+class ReviewResult:
+    allowed: bool
+    patch: list[Json]
+    object: Json | None
+    warnings: list[str] = field(default_factory=list)
+    violations: list[Json] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)
+    status_message: str = ""
+
+    def as_json(self) -> Json:
+        return {
+            "allowed": self.allowed,
+            "patch": self.patch,
+            "object": self.object,
+            "warnings": self.warnings,
+            "violations": self.violations,
+            "decisions": self.decisions,
+        }
+
+
+def as_request(doc: Any) -> AdmissionRequest:
+    """An AdmissionReview as it is, or a bare manifest wrapped as CREATE (what `kubectl create` would send)."""
+    if isinstance(doc, dict) and doc.get("kind") == "AdmissionReview":
+        return request_from_document(doc)
+    if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
+        raise ReviewError("input is neither an AdmissionReview nor a Kubernetes manifest with a kind")
+    api_version = str(doc.get("apiVersion") or "v1")
+    group = api_version.rpartition("/")[0]
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    return request_from_document(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": OFFLINE_UID,
+                "kind": {"group": group, "version": api_version.rpartition("/")[2], "kind": doc["kind"]},
+                "operation": "CREATE",
+                "namespace": str(meta.get("namespace") or "default"),
+                "name": str(meta.get("name") or ""),
+                "object": doc,
+            },
+        }
+    )
+
+
+def review(request: AdmissionRequest, policy: Policy, view: ClusterView, own_namespace: str = "") -> ReviewResult:
+    """Mutate, apply the patch (as the API server would), then validate the result."""
+    mutation = pipeline.mutate(request.subject(), view, policy, own_namespace)
+    obj = request.obj
+    if mutation.patch and obj is not None:
+        obj = jsonpatch.apply_patch(copy.deepcopy(obj), mutation.patch)
+    subject = request.subject()
+    final = type(subject)(**{**subject.__dict__, "obj": obj})
+    validation = pipeline.validate(final, view, policy, own_namespace)
+    warnings = list(dict.fromkeys(mutation.warnings + validation.warnings))
+    allowed = mutation.allowed and validation.allowed
+    message = ""
+    if not validation.allowed and validation.denials:
+        message = pipeline.denial_message(validation.denials)
+    elif not allowed:
+        message = f"storage-affinity-webhook denied: {mutation.failure or validation.failure}"
+    return ReviewResult(
+        allowed=allowed,
+        patch=mutation.patch if mutation.allowed else [],
+        object=obj,
+        warnings=warnings,
+        violations=[{"field": f.field, "message": f.message} for f in validation.denials],
+        decisions=mutation.reasons + [r for r in validation.reasons if r not in mutation.reasons],
+        status_message=message,
+    )

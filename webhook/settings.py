@@ -1,0 +1,24 @@
+"""Server settings, shared by the CLI, the gunicorn application and the tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Settings:
+    cert: Path
+    key: Path
+    bind: str = "127.0.0.1:8443"
+    workers: int = 2
+    policy_file: Path | None = None
+    cluster_files: tuple[Path, ...] = ()
+    namespace: str = ""
+    max_body: int = 4 * 1024 * 1024
+    graceful_timeout: int = 25
+    keepalive: int = 75
+    worker_connections: int = 1000
+    trivial_endpoint: bool = False
+    log_level: str = "info"
+    extra: dict[str, str] = field(default_factory=dict)

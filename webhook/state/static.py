@@ -1,0 +1,27 @@
+"""Static cluster state from manifest files: the CLI, the tests and the offline demo use it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from rules.documents import DocumentError, iter_objects, load_documents
+from webhook.state.index import KINDS, ClusterIndex
+
+
+def load_static_state(paths: Iterable[str | Path]) -> ClusterIndex:
+    """An index of every Pod, PVC, PV, StorageClass, Node and ConfigMap in the files (other kinds ignored)."""
+    index = ClusterIndex()
+    for path in paths:
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DocumentError(f"{source}: cannot read: {exc}") from None
+        for obj in iter_objects(load_documents(text, source), source):
+            if obj.get("kind") in KINDS:
+                meta = obj.get("metadata")
+                if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+                    raise DocumentError(f"{source}: a {obj.get('kind')} has no metadata.name")
+                index.apply(obj)
+    return index
