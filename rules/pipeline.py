@@ -125,11 +125,11 @@ def _fail(ctx: Context, why: str) -> None:
 
 def _apply_enforcement(ctx: Context) -> None:
     findings = []
-    for finding in ctx.decision.findings:
-        relaxed = ctx.policy.enforcement_for(finding.family) == "warn" and finding.family not in STRICT_FAMILIES
-        if finding.severity is Severity.DENY and relaxed:
-            finding = Finding(finding.field, finding.message, finding.family, Severity.WARN)
-        findings.append(finding)
+    for found in ctx.decision.findings:
+        relaxed = ctx.policy.enforcement_for(found.family) == "warn" and found.family not in STRICT_FAMILIES
+        if found.severity is Severity.DENY and relaxed:
+            found = Finding(found.field, found.message, found.family, Severity.WARN)  # noqa: PLW2901
+        findings.append(found)
     ctx.decision.findings = findings
     for finding in findings:
         if finding.severity is Severity.WARN:
