@@ -11,6 +11,11 @@ from typing import Any
 from rules.selectors import type_name
 
 _MAPS_OF_STRINGS = (("metadata", "labels"), ("metadata", "annotations"))
+_PARSED_PREFIXES = (
+    "storage-affinity.io/",
+    "affinity.volumes.csi-baremetal.dell.com/",
+    "antiaffinity.volumes.csi-baremetal.dell.com/",
+)
 
 
 def pod_shape_problems(pod: Any, base: str = "") -> list[tuple[str, str]]:
@@ -37,7 +42,8 @@ def pod_shape_problems(pod: Any, base: str = "") -> list[tuple[str, str]]:
             value = metadata.get(parts[1])
             if expect(value, dict, at(*parts), "a map of strings") and isinstance(value, dict):
                 for key, item in value.items():
-                    if not isinstance(item, str):
+                    # Only the values rules parse are checked: a foreign tool's odd value is not ours to refuse.
+                    if not isinstance(item, str) and str(key).startswith(_PARSED_PREFIXES):
                         problems.append((f"{at(*parts)}[{key}]", f"must be a string, not {type_name(item)}"))
         for key in ("name", "namespace", "generateName", "creationTimestamp", "deletionTimestamp"):
             expect(metadata.get(key), str, at("metadata", key), "a string")

@@ -27,7 +27,9 @@ def issue_certs(out: Path) -> Path:
     """Certificates from the project's own `certs` command; returns the CA bundle path."""
     subprocess.run(
         [sys.executable, "-m", "webhook", "certs", "--service", "saw", "--namespace", "saw-system", "--out", str(out)],
-        check=True, cwd=ROOT, capture_output=True,
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
     )
     return out / "ca.crt"
 
@@ -42,6 +44,7 @@ class Server:
 
     def session(self) -> requests.Session:
         session = requests.Session()
+        session.trust_env = False  # REQUESTS_CA_BUNDLE would otherwise override `verify`
         session.verify = str(self.ca)
         return session
 
@@ -54,9 +57,23 @@ def running_server(tmp: Path, *args: str, workers: int = 2, env: dict[str, str] 
     metrics_dir = tmp / "metrics"
     metrics_dir.mkdir()
     log = tmp / "server.log"
-    command = [sys.executable, "-m", "webhook", "serve", "--bind", f"127.0.0.1:{port}",
-               "--cert", str(certs / "tls.crt"), "--key", str(certs / "tls.key"), "--workers", str(workers),
-               "--namespace", "saw-system", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "webhook",
+        "serve",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--cert",
+        str(certs / "tls.crt"),
+        "--key",
+        str(certs / "tls.key"),
+        "--workers",
+        str(workers),
+        "--namespace",
+        "saw-system",
+        *args,
+    ]
     environment = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), **(env or {})}
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT)

@@ -21,16 +21,26 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(tmp_path_factory.mktemp("e2e"), "--cluster", str(EXAMPLES / "cluster.yaml"),
-                        "--trivial-endpoint") as srv:
+    with running_server(
+        tmp_path_factory.mktemp("e2e"), "--cluster", str(EXAMPLES / "cluster.yaml"), "--trivial-endpoint"
+    ) as srv:
         yield srv
 
 
 def mover_review(uid: str = "e2e-1") -> dict[str, Any]:
     pod = load_yaml(EXAMPLES / "mover-pod.yaml")
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
-                        "namespace": "shop", "name": pod["metadata"]["name"], "object": pod}}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE",
+            "namespace": "shop",
+            "name": pod["metadata"]["name"],
+            "object": pod,
+        },
+    }
 
 
 def test_tls_is_verified_against_the_issued_ca(server: Server) -> None:
@@ -83,8 +93,7 @@ def test_metrics_add_up_across_workers(server: Server) -> None:
     before = scrape()
 
     def one(i: int) -> int:
-        with requests.Session() as session:  # a new connection each time spreads load over both workers
-            session.verify = str(server.ca)
+        with server.session() as session:  # a new connection each time spreads load over both workers
             return session.post(server.url + "/validate", json=mover_review(f"m-{i}"), timeout=10).status_code
 
     with ThreadPoolExecutor(16) as pool:
@@ -116,5 +125,8 @@ def test_idle_keepalive_connections_do_not_stall_the_server(server: Server) -> N
 
 def test_trivial_endpoint_for_benchmarks(server: Server) -> None:
     answer = server.session().post(server.url + "/allow", json=mover_review("t"), timeout=5).json()
-    assert answer == {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                      "response": {"uid": "t", "allowed": True}}
+    assert answer == {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": "t", "allowed": True},
+    }

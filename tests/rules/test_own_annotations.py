@@ -56,9 +56,13 @@ def test_update_checks_only_changed_annotations() -> None:
 
 def test_warn_enforcement_turns_denials_into_warnings() -> None:
     pod = _pod({"storage-affinity.io/role": "x"})
-    decision = pipeline.validate(subject(pod), view_from(), policy({"validation": {"annotations": {"enforcement": "warn"}}}))
+    decision = pipeline.validate(
+        subject(pod), view_from(), policy({"validation": {"annotations": {"enforcement": "warn"}}})
+    )
     assert decision.allowed
-    assert decision.warnings == ['metadata.annotations[storage-affinity.io/role]: "x" is not one of none, mover, backup, restore']
+    assert decision.warnings == [
+        'metadata.annotations[storage-affinity.io/role]: "x" is not one of none, mover, backup, restore'
+    ]
 
 
 def test_excluded_namespace_is_not_validated() -> None:

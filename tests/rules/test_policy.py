@@ -67,7 +67,10 @@ def test_config_map_paths_are_prefixed_with_the_data_key() -> None:
     with pytest.raises(PolicyError) as err:
         policy_from_config_map(cm)
     assert err.value.problems == [
-        ("data[policy.yaml].coScheduling.placement", '"nodename" is not one of requiredAffinity, nodeSelector, nodeName')
+        (
+            "data[policy.yaml].coScheduling.placement",
+            '"nodename" is not one of requiredAffinity, nodeSelector, nodeName',
+        )
     ]
 
 

@@ -19,10 +19,14 @@ def test_label_selector_semantics(case: dict[str, Any]) -> None:
     ("selector", "problems"),
     [
         ({"matchLabels": {"a": 1}}, [("s.matchLabels[a]", "must be a string, not number")]),
-        ({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]},
-         [("s.matchExpressions[0].values", "must be empty when operator is Exists")]),
-        ({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]},
-         [("s.matchExpressions[0].operator", '"Gt" is not one of In, NotIn, Exists, DoesNotExist')]),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]},
+            [("s.matchExpressions[0].values", "must be empty when operator is Exists")],
+        ),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]},
+            [("s.matchExpressions[0].operator", '"Gt" is not one of In, NotIn, Exists, DoesNotExist')],
+        ),
         ({"matchExpressions": [{"operator": "Exists"}]}, [("s.matchExpressions[0].key", "required string")]),
         ({"matchLabel": {}}, [("s.matchLabel", "unknown field (expected matchLabels or matchExpressions)")]),
         ("app=x", [("s", "must be a label selector object, not string")]),

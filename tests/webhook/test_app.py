@@ -45,9 +45,18 @@ def test_fixture_coverage_includes_every_shape() -> None:
 
 def _mover_review() -> dict[str, Any]:
     pod = load_yaml(EXAMPLES / "mover-pod.yaml")
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": "abc", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
-                        "namespace": "shop", "name": pod["metadata"]["name"], "object": pod}}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "abc",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE",
+            "namespace": "shop",
+            "name": pod["metadata"]["name"],
+            "object": pod,
+        },
+    }
 
 
 @pytest.mark.parametrize(
@@ -79,7 +88,9 @@ def test_wrong_types_in_the_object_name_the_field(client: FlaskClient) -> None:
     review["request"]["object"]["metadata"]["annotations"] = {"storage-affinity.io/role": 1}
     answer = post(client, "validate", review)
     assert answer.status_code == 400
-    assert answer.text == "request.object.metadata.annotations[storage-affinity.io/role]: must be a string, not number\n"
+    assert (
+        answer.text == "request.object.metadata.annotations[storage-affinity.io/role]: must be a string, not number\n"
+    )
 
 
 def test_dry_run_is_answered_like_a_real_request(client: FlaskClient) -> None:
@@ -114,7 +125,10 @@ def test_health_readiness_and_metrics(client: FlaskClient) -> None:
     assert "[+] policy: ok (embedded default)" in ready.text
     post(client, "validate", _mover_review())
     metrics = client.get("/metrics").text
-    assert 'storage_affinity_admission_requests_total{endpoint="validate",kind="Pod",operation="CREATE",outcome="allowed"}' in metrics
+    assert (
+        'storage_affinity_admission_requests_total{endpoint="validate",kind="Pod",operation="CREATE",outcome="allowed"}'
+        in metrics
+    )
 
 
 def test_trivial_endpoint_allows_everything(client: FlaskClient) -> None:

@@ -14,8 +14,15 @@ from tests.support import EXAMPLES, ROOT
 
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "webhook", "review", *args], cwd=ROOT, input=stdin,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "webhook", "review", *args],
+        check=False,
+        cwd=ROOT,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 CLUSTER = ("--cluster", str(EXAMPLES / "cluster.yaml"))
@@ -51,9 +58,17 @@ def test_output_forms(tmp_path: Path) -> None:
 
 def test_stdin_and_admission_review_input() -> None:
     pod = yaml.safe_load((EXAMPLES / "plain-pod.yaml").read_text())
-    review = {"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview",
-              "request": {"uid": "x", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
-                          "namespace": "shop", "object": pod}}
+    review = {
+        "apiVersion": "admission.k8s.io/v1beta1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "x",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE",
+            "namespace": "shop",
+            "object": pod,
+        },
+    }
     result = run("-f", "-", stdin=json.dumps(review))
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["allowed"] is True
@@ -65,8 +80,14 @@ def test_stdin_and_admission_review_input() -> None:
         ("kind: Pod\nmetadata: {name: [\n", "storage-affinity-webhook: <stdin>: YAML syntax error at line 3"),
         ("a: 1\n---\nb: 2\n", "storage-affinity-webhook: <stdin>: expected exactly one document, found 2"),
         ("just text\n", "storage-affinity-webhook: input is neither an AdmissionReview nor a Kubernetes manifest"),
-        ("kind: Pod\nmetadata: {name: p}\nspec: {volumes: x}\n", "storage-affinity-webhook: spec.volumes: must be a list, not string"),
-        ('{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1"}', "storage-affinity-webhook: AdmissionReview has no request"),
+        (
+            "kind: Pod\nmetadata: {name: p}\nspec: {volumes: x}\n",
+            "storage-affinity-webhook: spec.volumes: must be a list, not string",
+        ),
+        (
+            '{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1"}',
+            "storage-affinity-webhook: AdmissionReview has no request",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_a_clear_message(content: str, message: str) -> None:

@@ -12,9 +12,17 @@ from webhook.codec import ReviewError, build_response, clip_warnings, decode_rev
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": []}}
 
 
-def review(api_version: str = "admission.k8s.io/v1", operation: str = "CREATE", obj: Any = POD, **extra: Any) -> dict[str, Any]:
-    request = {"uid": "u-1", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": operation,
-               "namespace": "ns", "name": "p", **extra}
+def review(
+    api_version: str = "admission.k8s.io/v1", operation: str = "CREATE", obj: Any = POD, **extra: Any
+) -> dict[str, Any]:
+    request = {
+        "uid": "u-1",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": operation,
+        "namespace": "ns",
+        "name": "p",
+        **extra,
+    }
     if obj is not None:
         request["object"] = obj
     return {"apiVersion": api_version, "kind": "AdmissionReview", "request": request}
@@ -52,7 +60,9 @@ def test_never_a_patch_outside_create(operation: str) -> None:
 
 def test_denial_has_status_422_and_every_finding() -> None:
     req = decode_review(encode(review()))
-    decision = Decision(findings=[Finding("a", "one", "x"), Finding("b", "two", "x"), Finding("c", "w", "x", Severity.WARN)])
+    decision = Decision(
+        findings=[Finding("a", "one", "x"), Finding("b", "two", "x"), Finding("c", "w", "x", Severity.WARN)]
+    )
     response = build_response(req, decision, mutating=False)["response"]
     assert response["allowed"] is False
     assert response["status"] == {
@@ -60,7 +70,9 @@ def test_denial_has_status_422_and_every_finding() -> None:
         "reason": "Invalid",
         "message": "storage-affinity-webhook denied: 2 problems: (1) a: one; (2) b: two",
     }
-    assert "patch" not in build_response(req, Decision(patch=PATCH, findings=decision.findings), mutating=True)["response"]
+    assert (
+        "patch" not in build_response(req, Decision(patch=PATCH, findings=decision.findings), mutating=True)["response"]
+    )
 
 
 def test_lookup_failure_denial_is_503() -> None:
@@ -92,10 +104,18 @@ def test_warnings_total_stays_within_what_the_api_server_keeps() -> None:
         (b"\xff\xfe", "request body is not UTF-8 (byte 0)"),
         (b"[]", "request body is not an AdmissionReview: expected a JSON object"),
         (encode({"kind": "Pod"}), 'request body is not an AdmissionReview: kind is "Pod"'),
-        (encode({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v2"}),
-         'unsupported AdmissionReview apiVersion "admission.k8s.io/v2" (expected admission.k8s.io/v1 or admission.k8s.io/v1beta1)'),
+        (
+            encode({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v2"}),
+            (
+                'unsupported AdmissionReview apiVersion "admission.k8s.io/v2" '
+                "(expected admission.k8s.io/v1 or admission.k8s.io/v1beta1)"
+            ),
+        ),
         (encode({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1"}), "AdmissionReview has no request"),
-        (encode({**review(), "request": {**review()["request"], "uid": ""}}), "request.uid is required (a non-empty string)"),
+        (
+            encode({**review(), "request": {**review()["request"], "uid": ""}}),
+            "request.uid is required (a non-empty string)",
+        ),
         (encode(review(obj=None)), "request.object is required for CREATE"),
         (encode(review(obj=[1])), "request.object must be an object"),
         (encode(review(dryRun="yes")), "request.dryRun must be true or false"),
