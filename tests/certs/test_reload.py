@@ -211,3 +211,54 @@ def test_legacy_clients_are_refused(
     assert len(srv.errors) == 1
     assert isinstance(srv.errors[0], ssl.SSLError)
     assert srv.errors[0].reason in ("UNSUPPORTED_PROTOCOL", "NO_SHARED_CIPHER"), srv.errors[0]
+
+
+GEVENT_SCRIPT = """
+from gevent import monkey; monkey.patch_all()
+import socket, ssl, sys
+from pathlib import Path
+import gevent.ssl
+from gevent.server import StreamServer
+from cryptography.hazmat.primitives.serialization import Encoding
+from certs.files import write_bundle
+from certs.issue import certs_to_pem, issue_ca, issue_serving
+from certs.reload import ReloadingServerContext
+
+out = Path(sys.argv[1])
+ca1 = issue_ca(); leaf1 = issue_serving(ca1, "w", "n"); write_bundle(out, ca1, leaf1)
+rc = ReloadingServerContext(out / "tls.crt", out / "tls.key", check_interval=0)
+assert isinstance(rc.context, gevent.ssl.SSLContext) and isinstance(rc.serving_context, gevent.ssl.SSLContext)
+server = StreamServer(("127.0.0.1", 0), lambda sock, _: (sock.sendall(b"ok"), sock.close()), ssl_context=rc.context)
+server.start()
+ca2 = issue_ca(); leaf2 = issue_serving(ca2, "w", "n")
+client = ssl.create_default_context(cadata=certs_to_pem([ca1.cert, ca2.cert]).decode())
+def peer(host):
+    with socket.create_connection(("127.0.0.1", server.server_port)) as raw:
+        with client.wrap_socket(raw, server_hostname=host) as tls:
+            assert tls.recv(2) == b"ok"
+            return tls.getpeercert(True)
+assert peer("localhost") == leaf1.cert.public_bytes(Encoding.DER)
+write_bundle(out, ca2, leaf2)
+assert peer("127.0.0.1") == leaf2.cert.public_bytes(Encoding.DER)
+server.stop()
+print("rotated under gevent")
+"""
+
+
+def test_rotation_works_under_gevent_monkey_patching(tmp_path: Path) -> None:
+    """gunicorn's gevent worker patches `ssl`: contexts must be gevent's, and the SNI switch must still work."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("gevent")
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-c", GEVENT_SCRIPT, str(tmp_path / "tls")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "rotated under gevent"
