@@ -20,7 +20,7 @@ from rules.volumes import OWNED, SINGLE_POD, ClaimVolume, claim_volumes
 
 FINISHED = ("Succeeded", "Failed")
 _LAST = datetime.max.replace(tzinfo=UTC)
-COPY_METHOD_HINT = "copy it from a snapshot or clone instead (copyMethod: Snapshot or Clone in the ReplicationSource)"
+COPY_METHOD_HINT = "copy it from a snapshot or a clone instead (copyMethod: Snapshot or Clone in the ReplicationSource)"
 
 
 @dataclass(frozen=True)
@@ -152,10 +152,10 @@ def plan(view: ClusterView, policy: Policy, target: PodTarget) -> Plan:
         at = target.field(hold.volume.field)
         if hold.volume.access == SINGLE_POD and hold.holders:
             holder = min(hold.holders, key=age_key)
-            where = f" on node {node_of(holder)}" if node_of(holder) else ""
+            where = f" (node {node_of(holder)})" if node_of(holder) else ""
             message = (
-                f"ReadWriteOncePod claim {hold.claim} is in use by pod {name_of(holder)}{where}; "
-                f"a second pod can never mount it: {COPY_METHOD_HINT}"
+                f"ReadWriteOncePod claim {hold.claim} is in use by pod {name_of(holder)}{where} and a second pod "
+                f"can never mount it: {COPY_METHOD_HINT}"
             )
             severity = Severity.WARN if policy.read_write_once_pod == "warn" else Severity.DENY
             result.problems.append(Problem(at, message, severity, "single-pod"))
@@ -164,8 +164,8 @@ def plan(view: ClusterView, policy: Policy, target: PodTarget) -> Plan:
                 f"{name_of(u)} on {node_of(u)}" for u in sorted(hold.users, key=age_key) if phase_of(u) == "Running"
             )
             message = (
-                f"ReadWriteOnce claim {hold.claim} is used by pods Running on different nodes ({pods}); "
-                "not co-scheduled: check which pod really has the volume mounted"
+                f"ReadWriteOnce claim {hold.claim} is in use on different nodes ({pods}); "
+                "not co-scheduled: check which pod really has it mounted"
             )
             result.problems.append(Problem(at, message, Severity.WARN, "split"))
     anchored = [h for h in result.holds if h.anchor is not None and not h.split and h.volume.access == OWNED]
@@ -175,9 +175,9 @@ def plan(view: ClusterView, policy: Policy, target: PodTarget) -> Plan:
             if hold.node != result.lead.node:
                 lead = result.lead
                 message = (
-                    f"claim {hold.claim} is in use by pod {name_of(hold.anchor or {})} on node {hold.node} but claim "
-                    f"{lead.claim} by pod {name_of(lead.anchor or {})} on node {lead.node}; one pod cannot mount both: "
-                    f"{COPY_METHOD_HINT}"
+                    f"claims {lead.claim} and {hold.claim} are in use on different nodes "
+                    f"({name_of(lead.anchor or {})} on {lead.node}, {name_of(hold.anchor or {})} on {hold.node}) "
+                    f"and one pod cannot mount both: {COPY_METHOD_HINT}"
                 )
                 result.problems.append(Problem(target.field(hold.volume.field), message, Severity.DENY, "two-nodes"))
     elif not result.problems:

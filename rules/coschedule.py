@@ -36,6 +36,7 @@ def mutate_mover(ctx: Context, target: PodTarget) -> None:
         if target.is_template or problem.kind in ("split", "two-nodes"):
             ctx.warn(f"{problem.field}: {problem.message}")
         ctx.reason(f"co-scheduling: no placement: {problem.message}")
+        ctx.audit("co-scheduling", f"not placed: {problem.kind} ({problem.field})")
     node = result.node
     if node is None or result.lead is None:
         if not result.problems:
@@ -43,6 +44,7 @@ def mutate_mover(ctx: Context, target: PodTarget) -> None:
         if inherited:
             _unpin(target, inherited)
             ctx.reason(f"co-scheduling: removed the placement on {inherited} copied from the Job template")
+            ctx.audit("co-scheduling", f"unpinned from {inherited}" + ("" if result.problems else ": claims not held"))
         return
     _place(ctx, target, result, node=node, lead=result.lead, inherited=inherited)
 
@@ -124,7 +126,7 @@ def _place(ctx: Context, target: PodTarget, result: Plan, *, node: str, lead: Ho
     if mode == NODE_SELECTOR:
         mode, node_selector = _node_selector(ctx, target, node, node_selector)
     if mode == NODE_NAME and (why := _node_name_unsafe(result, spec)):
-        ctx.warn(f"{target.field('spec')}: placed with requiredAffinity, not nodeName: {why}")
+        ctx.warn(f"{target.field('spec.nodeName')}: not used, {why}; used requiredAffinity")
         mode = REQUIRED_AFFINITY
 
     original = required_terms(spec)
@@ -163,15 +165,14 @@ def _node_selector(ctx: Context, target: PodTarget, node: str, current: dict[str
     label = ((obj or {}).get("metadata") or {}).get("labels", {}).get(HOSTNAME_LABEL) if obj else None
     at = target.field("spec.nodeSelector")
     if obj is None:
-        ctx.warn(f"{at}: placed with requiredAffinity: Node {node} is not known, so its {HOSTNAME_LABEL} label is not")
+        ctx.warn(f"{at}: Node {node} is unknown, so is its {HOSTNAME_LABEL} label; used requiredAffinity")
         return REQUIRED_AFFINITY, current
     if not label:
-        ctx.warn(f"{at}: placed with requiredAffinity: Node {node} has no {HOSTNAME_LABEL} label")
+        ctx.warn(f"{at}: Node {node} has no {HOSTNAME_LABEL} label; used requiredAffinity")
         return REQUIRED_AFFINITY, current
     if current.get(HOSTNAME_LABEL, label) != label:
         ctx.warn(
-            f"{at}[{HOSTNAME_LABEL}]: kept {current[HOSTNAME_LABEL]!r}, placed with requiredAffinity on {node} "
-            f"(hostname {label})"
+            f'{at}[{HOSTNAME_LABEL}]: kept "{current[HOSTNAME_LABEL]}" (Node {node} is {label}); used requiredAffinity'
         )
         return REQUIRED_AFFINITY, current
     return NODE_SELECTOR, {**current, HOSTNAME_LABEL: str(label)}
@@ -181,9 +182,9 @@ def _node_name_unsafe(result: Plan, spec: Mapping[str, Any]) -> str:
     """nodeName bypasses the scheduler: no WaitForFirstConsumer provisioning, no scheduling gates."""
     unbound = [v.claim or v.volume for v in result.volumes if not v.bound]
     if unbound:
-        return f"claim {', '.join(unbound)} is not bound, and a pod with nodeName never gets a volume provisioned"
+        return f"claim {', '.join(unbound)} is not bound yet (nodeName would block its provisioning)"
     if spec.get("schedulingGates"):
-        return "the pod has schedulingGates, which nodeName would bypass"
+        return "the pod has schedulingGates (nodeName would bypass them)"
     return ""
 
 
@@ -225,6 +226,6 @@ def _warn_if_excluded(
         spec["affinity"] = {"nodeAffinity": {REQUIRED_KEY: {"nodeSelectorTerms": terms}}}
     if not pod_fits_node(spec, obj):
         ctx.warn(
-            f"{target.field('spec')}: its own nodeSelector or node affinity excludes node {node}, where claim "
-            f"{lead.claim} is in use: it will stay Pending"
+            f"{target.field('spec')}: own nodeSelector or node affinity excludes node {node}, which holds claim "
+            f"{lead.claim}: the pod will stay Pending"
         )
