@@ -171,3 +171,10 @@ def policy_config_map(ctx: Context, config_map: Json) -> None:
 
 POD_VALIDATORS.append(own_annotations)
 CONFIG_MAP_VALIDATORS.append(policy_config_map)
+
+
+# --- co-scheduling of data movers (issue 3) ---------------------------------------------------------------------
+from rules import coschedule, coschedule_check  # noqa: E402  (rule modules import rules.context, never this)
+
+MUTATORS["mover"] = coschedule.mutate_mover
+POD_VALIDATORS.append(coschedule_check.check_co_scheduling)
