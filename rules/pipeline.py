@@ -171,3 +171,12 @@ def policy_config_map(ctx: Context, config_map: Json) -> None:
 
 POD_VALIDATORS.append(own_annotations)
 CONFIG_MAP_VALIDATORS.append(policy_config_map)
+
+# --- load affinity for backup and restore pods (issue 4) ------------------------------------------------------
+from rules import loadaffinity, loadaffinity_validation  # noqa: E402
+
+MUTATORS["backup"] = loadaffinity.mutate_backup
+MUTATORS["restore"] = loadaffinity.mutate_restore
+POD_VALIDATORS.append(loadaffinity_validation.load_affinity_annotations)
+CONFIG_MAP_VALIDATORS.append(loadaffinity_validation.velero_config_map)
+CONFIG_MAP_VALIDATORS.append(loadaffinity_validation.policy_config_map_cluster)
