@@ -1,0 +1,111 @@
+"""Load affinity mutation of backup and restore pods (DESIGN §5), table-driven from tests/data/loadaffinity."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from rules.model import Json
+from tests.support import DATA, load_yaml, mutate_checked, policy, view_from
+
+TABLE = load_yaml(DATA / "loadaffinity" / "mutation.yaml")
+CLUSTER = load_yaml(DATA / "loadaffinity" / "cluster.yaml")
+ROLE_LABELS = {"backup": "snapshot-exposer", "restore": "generic-restore-exposer"}
+REQUIRED = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+
+
+def build(spec: Json) -> Json:
+    """A complete Pod (or Job) from a case's short description."""
+    role = spec.get("role", "backup")
+    metadata: Json = {"name": "vgdp-7hx2q", "namespace": "velero"}
+    if role in ROLE_LABELS:
+        metadata["labels"] = {"velero.io/exposer-pod-group": ROLE_LABELS[role]}
+    else:
+        metadata["annotations"] = {"storage-affinity.io/role": role}
+    if spec.get("annotations"):
+        metadata["annotations"] = {**metadata.get("annotations", {}), **spec["annotations"]}
+    pod_spec: Json = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "data-mover", "image": "velero/velero:v1.17.0"}],
+        "volumes": [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(spec["claims"])],
+    }
+    extra = copy.deepcopy(spec.get("spec") or {})
+    pod_spec["volumes"] += extra.pop("volumes", [])
+    if not pod_spec["volumes"]:
+        del pod_spec["volumes"]
+    pod_spec.update(extra)
+    if spec.get("kind") == "Job":
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "vgdp-7hx2q", "namespace": "velero"},
+            "spec": {"template": {"metadata": metadata, "spec": pod_spec}},
+        }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def pod_of(obj: Json) -> Json:
+    return obj["spec"]["template"] if obj["kind"] == "Job" else obj
+
+
+def dig(obj: Any, *path: str) -> Any:
+    for part in path:
+        if not isinstance(obj, dict) or part not in obj:
+            return None
+        obj = obj[part]
+    return obj
+
+
+@pytest.mark.parametrize("case", TABLE["cases"], ids=[c["name"] for c in TABLE["cases"]])
+def test_mutation(case: Json) -> None:
+    obj = build(case["pod"])
+    view = view_from(*CLUSTER, *(case.get("cluster") or ()))
+    decision, result = mutate_checked(obj, view, policy(case.get("policy") or {}))
+    expect = case["expect"]
+    pod = pod_of(result)
+    assert decision.failure is None
+    assert decision.warnings == expect.get("warnings", [])
+    if "patch" in expect:
+        assert decision.patch == expect["patch"]
+        if expect["patch"] == [] and set(expect) == {"patch"}:
+            return
+    terms = dig(pod["spec"], *REQUIRED, "nodeSelectorTerms")
+    assert terms == expect.get("terms")
+    assert dig(pod, "metadata", "annotations", "storage-affinity.io/load-affinity-applied") == expect.get("applied")
+    assert pod["spec"].get("tolerations") == expect.get("tolerations")
+    assert pod["spec"].get("nodeSelector") == expect.get("nodeSelector")
+    assert pod["spec"].get("nodeName") == expect.get("nodeName")
+
+
+def test_job_patch_is_rooted_at_the_template() -> None:
+    case = next(c for c in TABLE["cases"] if c["pod"].get("kind") == "Job")
+    obj = build(case["pod"])
+    decision, _ = mutate_checked(obj, view_from(*CLUSTER), policy(case["policy"]))
+    assert decision.patch
+    assert all(op["path"].startswith("/spec/template/") for op in decision.patch)
+
+
+def test_every_source_design_example_is_covered() -> None:
+    names = [c["name"] for c in TABLE["cases"]]
+    assert sum(name.startswith("design ") for name in names) == 7
+
+
+def test_lookup_failure_is_contained() -> None:
+    """A cluster view that cannot answer makes the pipeline follow onLookupFailure, never a half patch."""
+    from rules import pipeline
+    from rules.cluster import LookupFailed
+    from tests.support import subject
+
+    class Broken(type(view_from())):  # type: ignore[misc]
+        def pvc(self, namespace: str, name: str) -> Json | None:
+            raise LookupFailed("pvc lookup timed out")
+
+    case = TABLE["cases"][0]
+    view = Broken()
+    for obj in CLUSTER:
+        view.apply(obj)
+    decision = pipeline.mutate(subject(build(case["pod"])), view, policy(case["policy"]))
+    assert decision.patch == []
+    assert decision.failure == "cluster state unavailable: pvc lookup timed out"
