@@ -109,3 +109,60 @@ def test_lookup_failure_is_contained() -> None:
     decision = pipeline.mutate(subject(build(case["pod"])), view, policy(case["policy"]))
     assert decision.patch == []
     assert decision.failure == "cluster state unavailable: pvc lookup timed out"
+
+
+# --- validation of the policy's lists and of a pod's annotations ------------------------------------------------
+
+VALIDATION = load_yaml(DATA / "loadaffinity" / "validation.yaml")
+
+
+@pytest.mark.parametrize("case", VALIDATION["policy"], ids=[c["name"] for c in VALIDATION["policy"]])
+def test_policy_load_affinity_problems(case: Json) -> None:
+    from rules.policy import policy_problems
+
+    assert [list(p) for p in policy_problems(case["doc"])] == case["problems"]
+
+
+@pytest.mark.parametrize(
+    "case", VALIDATION["policy_config_map"], ids=[c["name"] for c in VALIDATION["policy_config_map"]]
+)
+def test_policy_config_map_cluster_warnings(case: Json) -> None:
+    import yaml
+
+    from rules import pipeline
+    from tests.support import subject
+
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "storage-affinity-policy",
+            "namespace": "storage-affinity",
+            "labels": {"storage-affinity.io/policy": "true"},
+        },
+        "data": {"policy.yaml": yaml.safe_dump(case["doc"])},
+    }
+    decision = pipeline.validate(subject(cm), view_from(*CLUSTER), policy())
+    assert decision.allowed
+    assert decision.warnings == case["warnings"]
+
+
+@pytest.mark.parametrize("case", VALIDATION["pod_annotations"], ids=[c["name"] for c in VALIDATION["pod_annotations"]])
+def test_pod_annotation_validation(case: Json) -> None:
+    from rules import pipeline
+    from tests.support import subject
+
+    pod = build({"role": case["role"], "claims": ["data-kibishii"], "annotations": case["annotations"]})
+    decision = pipeline.validate(subject(pod), view_from(*CLUSTER), policy())
+    assert [[f.field, f.message] for f in decision.denials] == case["violations"]
+    assert decision.warnings == case["warnings"]
+
+
+def test_pod_annotation_unchanged_on_update_is_not_warned_again() -> None:
+    from rules import pipeline
+    from tests.support import subject
+
+    case = VALIDATION["pod_annotations"][0]
+    pod = build({"role": case["role"], "claims": ["data-kibishii"], "annotations": case["annotations"]})
+    decision = pipeline.validate(subject(pod, "UPDATE", old=pod), view_from(*CLUSTER), policy())
+    assert decision.warnings == []
