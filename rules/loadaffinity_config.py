@@ -154,7 +154,8 @@ def backup_pvc_cluster_problems(backup_pvc: Any, path: str, view: ClusterView) -
     problems: list[Problem] = []
     for source_class, spec in backup_pvc.items():
         target = spec.get("storageClass") if isinstance(spec, Mapping) else None
-        if isinstance(target, str) and target and view.storage_class(target) is None:
+        valid = isinstance(target, str) and dns1123_subdomain_error(target) is None
+        if valid and view.storage_class(str(target)) is None:
             problems.append(
                 (f"{path}[{source_class}].storageClass", f'StorageClass "{target}" does not exist in the cluster')
             )
