@@ -166,3 +166,49 @@ def test_pod_annotation_unchanged_on_update_is_not_warned_again() -> None:
     pod = build({"role": case["role"], "claims": ["data-kibishii"], "annotations": case["annotations"]})
     decision = pipeline.validate(subject(pod, "UPDATE", old=pod), view_from(*CLUSTER), policy())
     assert decision.warnings == []
+
+
+# --- the examples the README shows ------------------------------------------------------------------------------
+
+
+def _example(name: str) -> Any:
+    from tests.support import EXAMPLES
+
+    return load_yaml(EXAMPLES / name)
+
+
+def test_example_backup_pod_gets_the_gp3_entries_ored_and_anded_with_its_volume_zone() -> None:
+    view = view_from(*_example("cluster.yaml")["items"])
+    decision, result = mutate_checked(_example("backup-pod.yaml"), view, policy(_example("policy-load-affinity.yaml")))
+    zone = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1b"]}
+    assert dig(result["spec"], *REQUIRED, "nodeSelectorTerms") == [
+        {
+            "matchExpressions": [
+                zone,
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge"]},
+            ]
+        },
+        {
+            "matchExpressions": [
+                zone,
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.2xlarge", "m5.4xlarge"]},
+            ]
+        },
+    ]
+    assert result["metadata"]["annotations"] == {"storage-affinity.io/load-affinity-applied": "gp3"}
+    assert result["spec"]["tolerations"] == [
+        {"key": "node-role.example.com/backup", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert decision.warnings == []
+
+
+def test_example_restore_pod_is_pinned_to_its_selected_node() -> None:
+    view = view_from(*_example("cluster.yaml")["items"])
+    decision, result = mutate_checked(_example("restore-pod.yaml"), view, policy(_example("policy-load-affinity.yaml")))
+    assert dig(result["spec"], *REQUIRED, "nodeSelectorTerms") == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["ip-10-0-2-42.ec2.internal"]}]}
+    ]
+    assert "annotations" not in result["metadata"]
+    assert decision.warnings == [
+        "load affinity skipped: StorageClass gp3 is WaitForFirstConsumer and restorePVC.ignoreDelayBinding is not true"
+    ]
