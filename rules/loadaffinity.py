@@ -7,6 +7,7 @@ constrains the pod as a cross product, and a pod that already satisfies the load
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -295,8 +296,10 @@ def _current_terms(target: PodTarget) -> list[Json] | None:
 
 
 def _write_terms(target: PodTarget, terms: list[Json]) -> None:
+    """Written as fresh copies: the cross product shares requirement objects between terms, and a shared object
+    in the patch value would surface as a YAML alias in `review -o yaml` (which our own loader refuses)."""
     required = dict(target.patch.get("spec", *REQUIRED, default=None) or {})
-    required["nodeSelectorTerms"] = terms
+    required["nodeSelectorTerms"] = copy.deepcopy(terms)
     target.patch.set("spec", *REQUIRED, value=required)
 
 

@@ -212,3 +212,11 @@ def test_example_restore_pod_is_pinned_to_its_selected_node() -> None:
     assert decision.warnings == [
         "load affinity skipped: StorageClass gp3 is WaitForFirstConsumer and restorePVC.ignoreDelayBinding is not true"
     ]
+
+
+def test_written_terms_share_no_objects_so_yaml_output_has_no_aliases() -> None:
+    import yaml
+
+    view = view_from(*_example("cluster.yaml")["items"])
+    _, result = mutate_checked(_example("backup-pod.yaml"), view, policy(_example("policy-load-affinity.yaml")))
+    assert "&id" not in yaml.safe_dump(result)
