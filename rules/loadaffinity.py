@@ -7,7 +7,6 @@ constrains the pod as a cross product, and a pod that already satisfies the load
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -299,7 +298,7 @@ def _write_terms(target: PodTarget, terms: list[Json]) -> None:
     """Written as fresh copies: the cross product shares requirement objects between terms, and a shared object
     in the patch value would surface as a YAML alias in `review -o yaml` (which our own loader refuses)."""
     required = dict(target.patch.get("spec", *REQUIRED, default=None) or {})
-    required["nodeSelectorTerms"] = copy.deepcopy(terms)
+    required["nodeSelectorTerms"] = json.loads(json.dumps(terms))  # deepcopy would keep the sharing
     target.patch.set("spec", *REQUIRED, value=required)
 
 
