@@ -178,3 +178,12 @@ from rules import coschedule, coschedule_check  # noqa: E402  (rule modules impo
 
 MUTATORS["mover"] = coschedule.mutate_mover
 POD_VALIDATORS.append(coschedule_check.check_co_scheduling)
+
+# --- load affinity for backup and restore pods (issue 4) ------------------------------------------------------
+from rules import loadaffinity, loadaffinity_validation  # noqa: E402
+
+MUTATORS["backup"] = loadaffinity.mutate_backup
+MUTATORS["restore"] = loadaffinity.mutate_restore
+POD_VALIDATORS.append(loadaffinity_validation.load_affinity_annotations)
+CONFIG_MAP_VALIDATORS.append(loadaffinity_validation.velero_config_map)
+CONFIG_MAP_VALIDATORS.append(loadaffinity_validation.policy_config_map_cluster)
