@@ -16,6 +16,7 @@ from rules.annotations import CO_SCHEDULED_WITH, PLACEMENT, PLACEMENTS
 from rules.context import Context, PodTarget
 from rules.model import Json
 from rules.nodeaffinity import HOSTNAME_LABEL, merge_terms, name_requirement, pod_fits_node, required_terms
+from rules.tolerations import merge_tolerations
 from rules.volumes import OWNED
 
 REQUIRED_KEY = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -90,29 +91,6 @@ def unpin_terms(terms: Sequence[Mapping[str, Any]] | None, node: str) -> list[Js
     return out or None
 
 
-def toleration_key(toleration: Mapping[str, Any]) -> tuple[str, str, str, str, Any]:
-    """Tolerations are the same when key, operator (default Equal), value, effect and tolerationSeconds are."""
-    return (
-        str(toleration.get("key") or ""),
-        str(toleration.get("operator") or "Equal"),
-        str(toleration.get("value") or ""),
-        str(toleration.get("effect") or ""),
-        toleration.get("tolerationSeconds"),
-    )
-
-
-def merge_tolerations(own: Sequence[Json], extra: Sequence[Json]) -> list[Json]:
-    """`own` unchanged, then each toleration of `extra` that is not already there."""
-    out = list(own)
-    seen = {toleration_key(t) for t in own}
-    for toleration in extra:
-        key = toleration_key(toleration)
-        if key not in seen:
-            seen.add(key)
-            out.append(dict(toleration))
-    return out
-
-
 # --- writing ---------------------------------------------------------------------------------------------------
 
 
@@ -124,7 +102,7 @@ def _place(ctx: Context, target: PodTarget, result: Plan, *, node: str, lead: Ho
         ctx.reason(f"co-scheduling: the Job template gets requiredAffinity; its pods get {configured} when created")
     node_selector = dict(spec.get("nodeSelector") or {})
     if mode == NODE_SELECTOR:
-        mode, node_selector = _node_selector(ctx, target, node, node_selector)
+        mode, node_selector = hostname_selector(ctx, target, node, node_selector)
     if mode == NODE_NAME and (why := _node_name_unsafe(result, spec)):
         ctx.warn(f"{target.field('spec.nodeName')}: not used, {why}; used requiredAffinity")
         mode = REQUIRED_AFFINITY
@@ -159,7 +137,9 @@ def _place(ctx: Context, target: PodTarget, result: Plan, *, node: str, lead: Ho
     _warn_if_excluded(ctx, target, lead, node=node, node_selector=node_selector, terms=terms)
 
 
-def _node_selector(ctx: Context, target: PodTarget, node: str, current: dict[str, str]) -> tuple[str, dict[str, str]]:
+def hostname_selector(
+    ctx: Context, target: PodTarget, node: str, current: dict[str, str]
+) -> tuple[str, dict[str, str]]:
     """VolSync's way: the Node's hostname label, which may differ from its name; requiredAffinity when unknown."""
     obj = ctx.view.node(node)
     label = ((obj or {}).get("metadata") or {}).get("labels", {}).get(HOSTNAME_LABEL) if obj else None

@@ -12,23 +12,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rules.annotations import LOAD_AFFINITY, LOAD_AFFINITY_APPLIED, PLACEMENT, PLACEMENTS, STORAGE_CLASS
+from rules.annotations import LOAD_AFFINITY, LOAD_AFFINITY_APPLIED, STORAGE_CLASS
 from rules.context import Context, PodTarget
+from rules.coschedule import NODE_NAME, NODE_SELECTOR, REQUIRED_AFFINITY, hostname_selector, pin_terms, placement_mode
 from rules.loadaffinity_config import load_affinity_problems
 from rules.model import Json
 from rules.names import dns1123_subdomain_error
 from rules.nodeaffinity import (
-    HOSTNAME_LABEL,
     REQUIRED,
     and_terms,
     label_selector_term,
-    merge_terms,
-    name_requirement,
     simplify,
     terms_imply,
     terms_match,
 )
+from rules.tolerations import merge_tolerations
 from rules.velero import VeleroConfigError, read_config
+from rules.volumes import claim_volumes, node_local_terms
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
@@ -209,35 +209,26 @@ def _restore_without_affinity(ctx: Context, target: PodTarget, storage_class: st
 
 
 def pin_restore_pod_to_node(ctx: Context, target: PodTarget, node_name: str) -> str:
-    """Place the pod on `node_name` with the placement modes of DESIGN §4; returns the mode used.
-
-    The co-scheduling rule has the same placement logic; this copy is to be unified with it.
-    """
+    """Place the pod on `node_name` with the placement modes of DESIGN §4 (shared with co-scheduling)."""
     existing = target.patch.get("spec", "nodeName")
     if existing:
         if existing != node_name:
             ctx.warn(f"spec.nodeName {existing} differs from the selected node {node_name}; left unchanged")
         return "nodeName already set"
-    requested = (target.metadata.get("annotations") or {}).get(PLACEMENT)
-    mode = requested if requested in PLACEMENTS else ctx.policy.placement
-    if mode == "nodeSelector":
-        node = ctx.view.node(node_name)
-        hostname = ((node or {}).get("metadata") or {}).get("labels", {}).get(HOSTNAME_LABEL)
-        if hostname:
-            selector = dict(target.patch.get("spec", "nodeSelector", default=None) or {})
-            selector[HOSTNAME_LABEL] = hostname
+    mode = placement_mode(ctx, target)
+    if mode == NODE_SELECTOR:
+        current = dict(target.patch.get("spec", "nodeSelector", default=None) or {})
+        mode, selector = hostname_selector(ctx, target, node_name, current)
+        if mode == NODE_SELECTOR:
             target.patch.set("spec", "nodeSelector", value=selector)
             return mode
-        ctx.warn(f"node {node_name} or its {HOSTNAME_LABEL} label is unknown: pinned by requiredAffinity instead")
-    elif mode == "nodeName":
+    elif mode == NODE_NAME:
         if _all_claims_bound(ctx, target) and not target.spec.get("schedulingGates"):
             target.patch.set("spec", "nodeName", value=node_name)
             return mode
         ctx.warn("placement nodeName needs every claim bound and no schedulingGates: pinned by requiredAffinity")
-    pin = {"matchFields": [name_requirement(node_name)]}
-    terms = _current_terms(target)
-    _write_terms(target, [pin] if terms is None else [merge_terms(term, pin) for term in terms])
-    return "requiredAffinity"
+    _write_terms(target, pin_terms(_current_terms(target), node_name))
+    return REQUIRED_AFFINITY
 
 
 def _all_claims_bound(ctx: Context, target: PodTarget) -> bool:
@@ -257,19 +248,8 @@ def _all_claims_bound(ctx: Context, target: PodTarget) -> bool:
 
 def volume_terms(ctx: Context, target: PodTarget) -> list[list[Json]]:
     """The required node affinity of every node-local PV the pod mounts (DESIGN §3), one ORed list per PV."""
-    out: list[list[Json]] = []
-    for volume in target.spec.get("volumes") or ():
-        source = volume.get("persistentVolumeClaim")
-        if not isinstance(source, Mapping):
-            continue
-        pvc = ctx.view.pvc(target.namespace, str(source.get("claimName")))
-        volume_name = ((pvc or {}).get("spec") or {}).get("volumeName")
-        pv = ctx.view.pv(str(volume_name)) if volume_name else None
-        required = (((pv or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
-        terms = required.get("nodeSelectorTerms")
-        if terms:
-            out.append([dict(term) for term in terms])
-    return out
+    volumes = claim_volumes(ctx.view, target.namespace, target.metadata, target.spec)
+    return [[dict(term) for term in terms] for terms in node_local_terms(volumes)]
 
 
 def apply_terms(ctx: Context, target: PodTarget, load_terms: list[Json], pv_terms: list[list[Json]]) -> None:
@@ -305,20 +285,6 @@ def _write_terms(target: PodTarget, terms: list[Json]) -> None:
 def add_tolerations(target: PodTarget, tolerations: Sequence[Json]) -> None:
     """DESIGN §5 step 6: the policy's tolerations the pod lacks, compared on all five fields."""
     current = list(target.patch.get("spec", "tolerations", default=None) or [])
-    have = {_toleration_key(t) for t in current}
-    for toleration in tolerations:
-        if _toleration_key(toleration) not in have:
-            current.append(dict(toleration))
-            have.add(_toleration_key(toleration))
-    if current:
-        target.patch.set("spec", "tolerations", value=current)
-
-
-def _toleration_key(toleration: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (
-        toleration.get("key") or "",
-        toleration.get("operator") or "Equal",
-        toleration.get("value") or "",
-        toleration.get("effect") or "",
-        toleration.get("tolerationSeconds"),
-    )
+    merged = merge_tolerations(current, tolerations)
+    if merged:
+        target.patch.set("spec", "tolerations", value=merged)

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 EXIT_ALLOWED, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -112,8 +114,6 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _review(args: argparse.Namespace) -> int:
-    import yaml
-
     from rules.context import BadObject
     from rules.documents import DocumentError, load_documents
     from rules.policy import PolicyError
@@ -146,7 +146,7 @@ def _review(args: argparse.Namespace) -> int:
     elif args.output == "patch":
         out = json.dumps(result.patch, indent=2)
     else:
-        out = yaml.safe_dump(result.object, sort_keys=False).rstrip()
+        out = yaml.dump(result.object, Dumper=_PlainDumper, sort_keys=False).rstrip()
     print(out)
     for warning in result.warnings:
         print(f"Warning: {warning}", file=sys.stderr)
@@ -154,6 +154,14 @@ def _review(args: argparse.Namespace) -> int:
         print(f"Error: {result.status_message}", file=sys.stderr)
         return EXIT_DENIED
     return EXIT_ALLOWED
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """Never emits anchors/aliases: a shared object in a patch must not come out as `&id001` (our loader refuses
+    aliases)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _certs(args: argparse.Namespace) -> int:

@@ -1,0 +1,35 @@
+"""Toleration identity and merging, shared by every rule that adds tolerations.
+
+Duplicate tolerations are legal in a pod but break later updates in some tooling; comparing all five fields
+(operator defaulting to Equal) is what makes "add what is missing" idempotent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rules.model import Json
+
+
+def toleration_key(toleration: Mapping[str, Any]) -> tuple[str, str, str, str, Any]:
+    """Tolerations are the same when key, operator (default Equal), value, effect and tolerationSeconds are."""
+    return (
+        str(toleration.get("key") or ""),
+        str(toleration.get("operator") or "Equal"),
+        str(toleration.get("value") or ""),
+        str(toleration.get("effect") or ""),
+        toleration.get("tolerationSeconds"),
+    )
+
+
+def merge_tolerations(own: Sequence[Json], extra: Sequence[Json]) -> list[Json]:
+    """`own` unchanged, then each toleration of `extra` that is not already there."""
+    out = list(own)
+    seen = {toleration_key(t) for t in own}
+    for toleration in extra:
+        key = toleration_key(toleration)
+        if key not in seen:
+            seen.add(key)
+            out.append(dict(toleration))
+    return out
