@@ -287,10 +287,10 @@ def describe(exc: BaseException) -> str:
         return f"the API server answered {exc.status} {exc.reason or ''}".rstrip()
     if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
         exc = exc.reason
+    if isinstance(exc, urllib3.exceptions.NewConnectionError):  # before timeouts: urllib3 derives it from one
+        return "cannot connect to the API server"
     if isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError)):
         return "timed out"
-    if isinstance(exc, urllib3.exceptions.NewConnectionError):
-        return "cannot connect to the API server"
     if isinstance(exc, urllib3.exceptions.ProtocolError):
         return "the connection broke"
     return f"{type(exc).__name__}: {exc}"[:200]
