@@ -179,7 +179,7 @@ def test_api_down_from_the_start_fails_lookups_and_readiness(fake_api: FakeKubeA
     assert not runtime.ready()
     with pytest.raises(LookupFailed, match=r"^GET PersistentVolumeClaim apps/data failed within 0.5s: cannot connect"):
         state.pvc("apps", "data")
-    with pytest.raises(LookupFailed, match="^nodes: not synced"):
+    with pytest.raises(LookupFailed, match=r"^nodes: not synced"):
         list(state.nodes())
 
     fake_api.start()  # back on the same port: the backoff loop recovers on its own
@@ -221,7 +221,7 @@ def test_synced_state_outlives_an_outage_and_stays_ready(fake_api: FakeKubeAPI, 
 
 def test_a_long_outage_makes_a_synced_state_not_ready(fake_api: FakeKubeAPI, live: Live) -> None:
     seed(fake_api)
-    state, runtime = live(stale_after=0.2)
+    _, runtime = live(stale_after=0.2)
     eventually(runtime.ready)
     fake_api.stop()
     state_text = eventually(lambda: runtime.readiness()["pods"] != "ok" and runtime.readiness()["pods"])
