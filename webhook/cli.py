@@ -140,7 +140,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _live_problem(args: argparse.Namespace) -> str | None:
     """Why live state cannot start (checked once, before the workers each connect); fills in the namespace."""
-    from webhook.state.live import ApiConfigError, load_configuration
+    from webhook.state.apisource import ApiConfigError, api_source
 
     if not 0 < args.lookup_timeout < 5:
         return f"--lookup-timeout {args.lookup_timeout:g}: must be more than 0 and less than 5 seconds"
@@ -150,7 +150,7 @@ def _live_problem(args: argparse.Namespace) -> str | None:
     if not args.namespace:
         return "live state needs --namespace (or $POD_NAMESPACE) to find the policy ConfigMap"
     try:
-        load_configuration(args.kubeconfig)
+        api_source(args.kubeconfig)  # the workers load it: the master must not import the client (gevent)
     except ApiConfigError as exc:
         return str(exc)
     return None

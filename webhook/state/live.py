@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import threading
 import time
@@ -33,14 +32,11 @@ from rules.model import Json
 from rules.policy import POLICY_LABEL, Policy
 from webhook import metrics
 from webhook.runtime import Runtime
+from webhook.state.apisource import ApiConfigError, api_source
 from webhook.state.index import ClusterIndex
 from webhook.state.reload import PolicyConfigMapSink, ProblemBoard, Sink, VeleroConfigMapSink
 
 log = logging.getLogger(__name__)
-
-
-class ApiConfigError(ValueError):
-    """No usable connection settings for the Kubernetes API."""
 
 
 @dataclass(frozen=True)
@@ -58,34 +54,20 @@ class LiveOptions:
 
 
 def load_configuration(kubeconfig: Path | None = None) -> tuple[client.Configuration, str]:
-    """API settings, like controller-runtime: --kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config."""
+    """The client's settings from the source `api_source` picks, and a description of it for the log."""
     configuration = client.Configuration()
-    default = Path("~/.kube/config").expanduser()
+    kind, path = api_source(kubeconfig)
     try:
-        if kubeconfig is not None:
-            config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
-            source = f"kubeconfig {kubeconfig}"
-        elif os.environ.get("KUBECONFIG"):
-            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            source = f"kubeconfig $KUBECONFIG ({os.environ['KUBECONFIG']})"
-        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if kind == "in-cluster":
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            source = "in-cluster service account"
-        elif default.is_file():
-            config.load_kube_config(config_file=str(default), client_configuration=configuration)  # type: ignore[no-untyped-call]
-            source = f"kubeconfig {default}"
-        else:
-            raise ApiConfigError(
-                "no Kubernetes API to read live state from: not in a cluster, no --kubeconfig, no $KUBECONFIG "
-                "and no ~/.kube/config; pass --kubeconfig PATH, or --cluster FILE... for static state"
-            )
+        else:  # a file, or $KUBECONFIG (possibly a list of files) left to the client to merge
+            config_file = str(path) if path is not None else None
+            config.load_kube_config(config_file=config_file, client_configuration=configuration)  # type: ignore[no-untyped-call]
     except (config.ConfigException, OSError, ValueError, TypeError) as exc:
-        if isinstance(exc, ApiConfigError):
-            raise
-        raise ApiConfigError(f"cannot load the Kubernetes API settings: {exc}") from None
+        raise ApiConfigError(f"cannot load the Kubernetes API settings ({kind}): {exc}") from None
     configuration.retries = False  # one attempt per call: the lookup budget and the watch loop decide on retries
     configuration.connection_pool_maxsize = 16
-    return configuration, source
+    return configuration, f"{kind} {path}" if path is not None else kind
 
 
 @dataclass(frozen=True)
