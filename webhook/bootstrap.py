@@ -6,6 +6,7 @@ import logging
 
 from flask import Flask
 
+from rules.policy import Policy
 from webhook.app import create_app
 from webhook.policyfile import load_policy_file
 from webhook.runtime import Runtime
@@ -17,10 +18,32 @@ log = logging.getLogger(__name__)
 
 def build_runtime(settings: Settings) -> Runtime:
     policy, source = load_policy_file(settings.policy_file)
+    if settings.live:
+        return _live_runtime(settings, policy, source)
     view = load_static_state(settings.cluster_files)
     return Runtime(
         policy=policy, view=view, namespace=settings.namespace, cert_file=settings.cert, policy_source=source
     )
+
+
+def _live_runtime(settings: Settings, policy: Policy, source: str) -> Runtime:
+    """State from the API, listed and watched by this worker; the policy ConfigMap overrides the base policy."""
+    from webhook.state.live import LiveClusterState, LiveOptions, load_configuration
+
+    configuration, api_source = load_configuration(settings.kubeconfig)
+    options = LiveOptions(
+        namespace=settings.namespace,
+        policy_configmap=settings.policy_configmap,
+        lookup_timeout=settings.lookup_timeout,
+    )
+    state = LiveClusterState(configuration, options)
+    runtime = Runtime(
+        policy=policy, view=state, namespace=settings.namespace, cert_file=settings.cert, policy_source=source
+    )
+    state.attach(runtime, base=(policy, source))
+    state.start()
+    log.info("live cluster state from %s", api_source)
+    return runtime
 
 
 def build_app(settings: Settings) -> Flask:

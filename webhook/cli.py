@@ -35,7 +35,26 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         default=[],
         metavar="FILE",
-        help="static cluster state manifests (default: none)",
+        help="static cluster state manifests (default: live state from the Kubernetes API)",
+    )
+    serve.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="kubeconfig for live state (default: $KUBECONFIG, in-cluster service account, ~/.kube/config)",
+    )
+    serve.add_argument(
+        "--policy-configmap",
+        default="storage-affinity-policy",
+        metavar="NAME",
+        help="policy ConfigMap in --namespace, labelled storage-affinity.io/policy=true, reloaded on change "
+        "(live state only; default storage-affinity-policy)",
+    )
+    serve.add_argument(
+        "--lookup-timeout",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="budget of the one API GET made on a cache miss (default 1; keep it well under timeoutSeconds)",
     )
     serve.add_argument(
         "--namespace",
@@ -95,6 +114,10 @@ def _serve(args: argparse.Namespace) -> int:
         if not path.is_file():
             print(f"storage-affinity-webhook: {path}: no such file", file=sys.stderr)
             return EXIT_BAD_INPUT
+    live = not args.cluster
+    if live and (problem := _live_problem(args)):
+        print(f"storage-affinity-webhook: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     run(
         Settings(
             cert=args.cert,
@@ -108,9 +131,31 @@ def _serve(args: argparse.Namespace) -> int:
             graceful_timeout=args.graceful_timeout,
             trivial_endpoint=args.trivial_endpoint,
             log_level=args.log_level,
+            live=live,
+            kubeconfig=args.kubeconfig,
+            policy_configmap=args.policy_configmap,
+            lookup_timeout=args.lookup_timeout,
         )
     )
     return 0
+
+
+def _live_problem(args: argparse.Namespace) -> str | None:
+    """Why live state cannot start (checked once, before the workers each connect); fills in the namespace."""
+    from webhook.state.apisource import ApiConfigError, api_source
+
+    if not 0 < args.lookup_timeout < 5:
+        return f"--lookup-timeout {args.lookup_timeout:g}: must be more than 0 and less than 5 seconds"
+    if not args.namespace:
+        service_account = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        args.namespace = service_account.read_text().strip() if service_account.is_file() else ""
+    if not args.namespace:
+        return "live state needs --namespace (or $POD_NAMESPACE) to find the policy ConfigMap"
+    try:
+        api_source(args.kubeconfig)  # the workers load it: the master must not import the client (gevent)
+    except ApiConfigError as exc:
+        return str(exc)
+    return None
 
 
 def _review(args: argparse.Namespace) -> int:

@@ -21,4 +21,8 @@ class Settings:
     worker_connections: int = 1000
     trivial_endpoint: bool = False
     log_level: str = "info"
+    live: bool = False  # read the cluster from the API (the CLI sets it when no --cluster is given)
+    kubeconfig: Path | None = None
+    policy_configmap: str = "storage-affinity-policy"
+    lookup_timeout: float = 1.0
     extra: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,178 @@
+"""Policy hot reload and onLookupFailure through the app, against the fake API over HTTP."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from prometheus_client import REGISTRY
+
+from rules import pipeline
+from rules.context import Context, PodTarget
+from rules.policy import policy_from_document
+from tests.state.conftest import NAMESPACE, Live, eventually
+from tests.state.fakeapi import FakeKubeAPI
+from tests.state.objects import pod, policy_map, velero_map
+from webhook.app import create_app
+
+SOURCE = f"ConfigMap {NAMESPACE}/storage-affinity-policy"
+VELERO_SOURCE = {"loadAffinitySource": {"configMap": {"namespace": "velero", "name": "node-agent-config"}}}
+AFFINITY = [{"nodeSelector": {"matchLabels": {"disk": "ssd"}}}]
+
+
+def policy_errors() -> float | None:
+    return REGISTRY.get_sample_value("storage_affinity_policy_errors")
+
+
+def test_policy_configmap_is_loaded_changed_refused_and_reverted(fake_api: FakeKubeAPI, live: Live) -> None:
+    fake_api.create(policy_map({"enforcement": "warn"}))
+    fake_api.create(policy_map({"enforcement": "deny"}, name="stray"))  # labelled but not the named one
+    _, runtime = live()
+    eventually(runtime.ready)
+    assert (runtime.policy.enforcement, runtime.policy_source) == ("warn", SOURCE)
+
+    fake_api.update(policy_map({"enforcement": "warn", "onLookupFailure": "deny"}))
+    eventually(lambda: runtime.policy.on_lookup_failure == "deny", what="valid change applied")
+
+    fake_api.update(policy_map({"enforcement": "maybe", "onLookupFailure": "allow"}))
+    eventually(lambda: runtime.policy_problems, what="invalid change refused")
+    assert runtime.policy.on_lookup_failure == "deny"  # the last good policy stays
+    assert runtime.policy_problems == [f'{SOURCE} data[policy.yaml].enforcement: "maybe" is not one of deny, warn']
+    assert policy_errors() == 1
+    states = runtime.readiness()
+    assert states["policy"].startswith(f"ok ({SOURCE}); last change refused: {SOURCE} data[policy.yaml].enforcement")
+    assert runtime.ready()  # the last good policy is in effect
+
+    fake_api.update(policy_map({"coScheduling": {"placement": "nodeName"}}))
+    eventually(lambda: runtime.policy.placement == "nodeName" and not runtime.policy_problems)
+    assert policy_errors() == 0
+    assert runtime.readiness()["policy"] == f"ok ({SOURCE})"
+
+    fake_api.delete("ConfigMap", NAMESPACE, "storage-affinity-policy")
+    eventually(lambda: runtime.policy_source == "embedded default", what="deleted → base policy")
+    assert runtime.policy.placement == "requiredAffinity"
+
+
+def test_unlabelling_the_policy_configmap_reverts_to_the_base_policy(fake_api: FakeKubeAPI, live: Live) -> None:
+    fake_api.create(policy_map({"enforcement": "warn"}))
+    base = policy_from_document({"onLookupFailure": "deny"})
+    _, runtime = live(base=base)
+    eventually(lambda: runtime.ready() and runtime.policy.enforcement == "warn")
+    fake_api.update(policy_map({"enforcement": "warn"}, labelled=False))
+    eventually(lambda: runtime.policy is base, what="label removed → base policy")
+    fake_api.update(policy_map({"enforcement": "warn"}))
+    eventually(lambda: runtime.policy.enforcement == "warn" and runtime.policy_source == SOURCE)
+
+
+def test_velero_configmap_named_by_the_policy_is_followed_and_kept_when_invalid(
+    fake_api: FakeKubeAPI, live: Live
+) -> None:
+    fake_api.create(policy_map(VELERO_SOURCE))
+    fake_api.create(velero_map({"loadAffinity": AFFINITY}))
+    state, runtime = live()
+    eventually(lambda: runtime.ready() and state.index.config_map("velero", "node-agent-config"))
+    assert runtime.readiness()["velero-configmap"] == "ok"
+
+    def affinity() -> object:
+        cm = state.config_map("velero", "node-agent-config")
+        return json.loads(cm["data"]["node-agent.json"])["loadAffinity"] if cm else None
+
+    changed = [{"nodeSelector": {"matchLabels": {"disk": "nvme"}}}]
+    fake_api.update(velero_map({"loadAffinity": changed}))
+    eventually(lambda: affinity() == changed, what="valid Velero change applied")
+
+    fake_api.update(velero_map({"loadAffinity": [{"nodeSelector": {}}]}))
+    eventually(lambda: runtime.policy_problems, what="invalid Velero change refused")
+    assert affinity() == changed
+    assert runtime.policy_problems == [
+        "ConfigMap velero/node-agent-config data[node-agent.json].loadAffinity[0].nodeSelector: "
+        "must not be empty: an empty node selector term matches no node"
+    ]
+    # a policy change keeps showing the Velero problem (set_policy alone would clear it)
+    fake_api.update(policy_map(VELERO_SOURCE | {"enforcement": "warn"}))
+    eventually(lambda: runtime.policy.enforcement == "warn")
+    assert len(runtime.policy_problems) == 1 and policy_errors() == 1
+
+    fake_api.update(policy_map({"enforcement": "warn"}))  # the policy stops naming it
+    eventually(lambda: state.index.config_map("velero", "node-agent-config") is None)
+    assert runtime.policy_problems == [] and policy_errors() == 0
+    assert state.config_map("velero", "node-agent-config") is None  # not followed: no GET either
+    assert fake_api.count("GET", "ConfigMap", name=True) == 0
+
+
+def test_velero_configmap_miss_is_fetched(fake_api: FakeKubeAPI, live: Live) -> None:
+    fake_api.create(policy_map(VELERO_SOURCE))
+    state, runtime = live()
+    eventually(runtime.ready)
+    with fake_api.silently():
+        fake_api.create(velero_map({"loadAffinity": AFFINITY}))
+    assert state.config_map("velero", "node-agent-config") is not None
+    assert fake_api.count("GET", "ConfigMap", name=True) == 1
+
+
+# -- onLookupFailure through the app ----------------------------------------------------------------------
+
+
+def reads_claims(ctx: Context, target: PodTarget) -> None:
+    """A mover rule's first step: read each claim the pod mounts (what needs cluster state)."""
+    for volume in target.spec.get("volumes") or ():
+        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+        if claim and ctx.view.pvc(target.namespace, claim) is not None:
+            target.patch.set("metadata", "annotations", "example", value="read")
+
+
+def review(obj: dict[str, object]) -> dict[str, object]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "apps",
+            "operation": "CREATE",
+            "userInfo": {"username": "test"},
+            "object": obj,
+        },
+    }
+
+
+def lookup_failures(action: str) -> float:
+    return (
+        REGISTRY.get_sample_value("storage_affinity_lookup_failures_total", {"endpoint": "mutate", "action": action})
+        or 0.0
+    )
+
+
+@pytest.mark.parametrize("action", ["allow", "deny"])
+def test_api_down_follows_on_lookup_failure_and_fails_readiness(
+    fake_api: FakeKubeAPI, live: Live, monkeypatch: pytest.MonkeyPatch, action: str
+) -> None:
+    monkeypatch.setitem(pipeline.MUTATORS, "mover", reads_claims)
+    fake_api.stop()
+    _, runtime = live(base=policy_from_document({"onLookupFailure": action}))
+    client = create_app(runtime).test_client()
+    mover = pod("mover", claim="data")
+    mover["metadata"]["annotations"] = {"storage-affinity.io/role": "mover"}  # type: ignore[index]
+    before = lookup_failures(action)
+
+    response = client.post("/mutate", json=review(mover)).get_json()["response"]
+
+    reason = "cluster state unavailable: GET PersistentVolumeClaim apps/data failed within 0.5s: cannot connect"
+    if action == "allow":
+        assert response["allowed"] is True and "patch" not in response
+        assert response["warnings"][0].startswith("storage-affinity-webhook admitted this unchanged: ")
+    else:
+        assert response["allowed"] is False
+        assert response["status"]["message"].startswith(f"storage-affinity-webhook denied: {reason}")
+    assert lookup_failures(action) == before + 1
+    ready = eventually(lambda: client.get("/readyz"))
+    assert ready.status_code == 503
+    assert "[-] pods: not synced (initial list" in ready.get_data(as_text=True)
+
+    fake_api.start()  # and with the API back, the same review reads the claim
+    fake_api.create({"kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "apps"}, "spec": {}})
+    eventually(lambda: client.get("/readyz").status_code == 200, what="ready once the API is back")
+    response = client.post("/mutate", json=review(mover)).get_json()["response"]
+    assert response["allowed"] is True and "patch" in response

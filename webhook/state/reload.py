@@ -1,0 +1,187 @@
+"""Policy hot reload: what the policy ConfigMap watch and the Velero ConfigMap watch do with what they see.
+
+A change lands only when it is valid; otherwise the last good version stays in effect and the problems show in
+`/readyz`, the log and the `storage_affinity_policy_errors` gauge. Deleting the policy ConfigMap (or removing its
+label) reverts to the base policy — the `--policy` file, else the embedded default — so what runs is always
+something an operator can read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from rules.loadaffinity_config import load_affinity_problems
+from rules.model import Json
+from rules.policy import POLICY_LABEL, Policy, PolicyError, policy_from_config_map
+from rules.selectors import Problem
+from webhook import metrics
+from webhook.runtime import Runtime
+from webhook.state.index import ClusterIndex
+
+log = logging.getLogger(__name__)
+
+
+class Sink(Protocol):
+    """Where a resource watch delivers: a full re-list, or one event."""
+
+    def replace(self, objects: list[Json]) -> None: ...
+
+    def apply(self, obj: Json) -> None: ...
+
+    def remove(self, obj: Json) -> None: ...
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+class ProblemBoard:
+    """The refused changes of every source, published together (each source's change replaces its own entry)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._errors: dict[str, list[Problem]] = {}
+
+    def set(self, source: str, problems: list[Problem], *, republish: bool = False) -> None:
+        """Record a source's problems; `republish` after `Runtime.set_policy`, which clears what /readyz shows."""
+        if self._errors.get(source, []) == problems and not republish:
+            return
+        if problems:
+            self._errors[source] = problems
+        else:
+            self._errors.pop(source, None)
+        self.publish()
+
+    def publish(self) -> None:
+        problems = [(f"{source} {path}".rstrip(), m) for source, ps in self._errors.items() for path, m in ps]
+        if problems:
+            self.runtime.reject_policy(PolicyError(problems, "policy reload"))
+        else:
+            self.runtime.policy_problems = []
+        metrics.POLICY_ERRORS.set(len(problems))
+
+
+class PolicyConfigMapSink:
+    """Feeds the policy ConfigMap (by name, among those labelled `storage-affinity.io/policy=true`) to the runtime."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        board: ProblemBoard,
+        *,
+        namespace: str,
+        name: str,
+        base: tuple[Policy, str],
+        on_policy: Callable[[Policy], None] = lambda policy: None,
+    ) -> None:
+        self.runtime, self.board, self.namespace, self.name = runtime, board, namespace, name
+        self.base = base
+        self.on_policy = on_policy
+        self.source = f"ConfigMap {namespace}/{name}"
+        self._seen: Any = None  # the data last acted on, so a re-list of the same ConfigMap is a no-op
+
+    def replace(self, objects: list[Json]) -> None:
+        mine = [obj for obj in objects if _key(obj) == (self.namespace, self.name)]
+        others = sorted(_key(obj)[1] for obj in objects if _key(obj) != (self.namespace, self.name))
+        if others:
+            log.warning(
+                "ignoring ConfigMaps labelled %s=true other than %r in %s: %s",
+                POLICY_LABEL,
+                self.name,
+                self.namespace,
+                ", ".join(others),
+            )
+        if mine:
+            self.apply(mine[0])
+        else:
+            self._revert("absent")
+
+    def apply(self, obj: Json) -> None:
+        if _key(obj) != (self.namespace, self.name):
+            return
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if labels.get(POLICY_LABEL) != "true":
+            self._revert(f"label {POLICY_LABEL}=true removed")
+            return
+        data = obj.get("data")
+        if self._seen == ("data", data):
+            return
+        self._seen = ("data", data)
+        try:
+            policy = policy_from_config_map(obj, self.source)
+        except PolicyError as error:
+            self.board.set(self.source, error.problems)
+            return
+        self.runtime.set_policy(policy, self.source)
+        log.info("policy loaded from %s", self.source)
+        self.board.set(self.source, [], republish=True)
+        self.on_policy(policy)
+
+    def remove(self, obj: Json) -> None:
+        if _key(obj) == (self.namespace, self.name):
+            self._revert("deleted")
+
+    def _revert(self, why: str) -> None:
+        if self._seen == ("base", None):
+            return
+        self._seen = ("base", None)
+        policy, source = self.base
+        self.runtime.set_policy(policy, source)
+        log.warning("%s %s: using the base policy (%s)", self.source, why, source)
+        self.board.set(self.source, [], republish=True)
+        self.on_policy(policy)
+
+
+def velero_config_problems(config_map: Mapping[str, Any]) -> list[Problem]:
+    """What makes Velero's node-agent ConfigMap unusable: one data key holding JSON, a valid loadAffinity."""
+    data = config_map.get("data") or {}
+    if not isinstance(data, Mapping) or len(data) != 1:
+        count = len(data) if isinstance(data, Mapping) else 0
+        return [("data", f"must hold exactly one key with Velero's JSON configuration, found {count}")]
+    key, text = next(iter(data.items()))
+    try:
+        doc = json.loads(text)
+    except (TypeError, json.JSONDecodeError) as exc:
+        return [(f"data[{key}]", f"is not valid JSON: {exc}")]
+    if not isinstance(doc, dict):
+        return [(f"data[{key}]", "must be a JSON object")]
+    if "loadAffinity" not in doc:
+        return []
+    errors, _unknown = load_affinity_problems(doc["loadAffinity"], f"data[{key}].loadAffinity")
+    return errors
+
+
+class VeleroConfigMapSink:
+    """Keeps the last good Velero node-agent ConfigMap in the index; refuses an invalid change."""
+
+    def __init__(self, index: ClusterIndex, board: ProblemBoard, namespace: str, name: str) -> None:
+        self.index, self.board, self.namespace, self.name = index, board, namespace, name
+        self.source = f"ConfigMap {namespace}/{name}"
+
+    def replace(self, objects: list[Json]) -> None:
+        mine = [obj for obj in objects if _key(obj) == (self.namespace, self.name)]
+        if mine:
+            self.apply(mine[0])
+        else:
+            self.remove({"metadata": {"namespace": self.namespace, "name": self.name}})
+
+    def apply(self, obj: Json) -> None:
+        if _key(obj) != (self.namespace, self.name):
+            return
+        problems = velero_config_problems(obj)
+        self.board.set(self.source, problems)
+        if not problems:
+            self.index.apply({**obj, "kind": "ConfigMap"})
+
+    def remove(self, obj: Json) -> None:
+        if _key(obj) == (self.namespace, self.name):
+            self.index.remove({**obj, "kind": "ConfigMap"})
+            self.board.set(self.source, [])
+
+    def forget(self) -> None:
+        """The policy stopped naming this ConfigMap."""
+        self.remove({"metadata": {"namespace": self.namespace, "name": self.name}})
