@@ -8,15 +8,14 @@ something an operator can read.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from rules.loadaffinity_config import load_affinity_problems
 from rules.model import Json
 from rules.policy import POLICY_LABEL, Policy, PolicyError, policy_from_config_map
 from rules.selectors import Problem
+from rules.velero import config_problems
 from webhook import metrics
 from webhook.runtime import Runtime
 from webhook.state.index import ClusterIndex
@@ -136,25 +135,6 @@ class PolicyConfigMapSink:
         self.on_policy(policy)
 
 
-def velero_config_problems(config_map: Mapping[str, Any]) -> list[Problem]:
-    """What makes Velero's node-agent ConfigMap unusable: one data key holding JSON, a valid loadAffinity."""
-    data = config_map.get("data") or {}
-    if not isinstance(data, Mapping) or len(data) != 1:
-        count = len(data) if isinstance(data, Mapping) else 0
-        return [("data", f"must hold exactly one key with Velero's JSON configuration, found {count}")]
-    key, text = next(iter(data.items()))
-    try:
-        doc = json.loads(text)
-    except (TypeError, json.JSONDecodeError) as exc:
-        return [(f"data[{key}]", f"is not valid JSON: {exc}")]
-    if not isinstance(doc, dict):
-        return [(f"data[{key}]", "must be a JSON object")]
-    if "loadAffinity" not in doc:
-        return []
-    errors, _unknown = load_affinity_problems(doc["loadAffinity"], f"data[{key}].loadAffinity")
-    return errors
-
-
 class VeleroConfigMapSink:
     """Keeps the last good Velero node-agent ConfigMap in the index; refuses an invalid change."""
 
@@ -172,7 +152,7 @@ class VeleroConfigMapSink:
     def apply(self, obj: Json) -> None:
         if _key(obj) != (self.namespace, self.name):
             return
-        problems = velero_config_problems(obj)
+        problems, _unknown = config_problems(obj)  # unknown fields: Velero drops them, so do we
         self.board.set(self.source, problems)
         if not problems:
             self.index.apply({**obj, "kind": "ConfigMap"})
