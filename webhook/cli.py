@@ -8,11 +8,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from webhook import selfcerts
 
 EXIT_ALLOWED, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -76,6 +79,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
+    serve.add_argument(
+        "--cert-mode",
+        choices=["files", "self"],
+        default="files",
+        help="files: serve --cert/--key as given; self: issue and rotate them (Secret + caBundle)",
+    )
+    serve.add_argument("--cert-dir", type=Path, help="self mode: where the certificate files are written")
+    serve.add_argument("--cert-secret", help="self mode: the Secret holding the CA and serving certificate")
+    serve.add_argument("--service", help="self mode: the webhook Service name (certificate SANs)")
+    serve.add_argument("--mutating-webhook", help="self mode: MutatingWebhookConfiguration to keep the caBundle of")
+    serve.add_argument("--validating-webhook", help="self mode: ValidatingWebhookConfiguration to keep the caBundle of")
+
+    rot = sub.add_parser("rotate-certs", help="certificate mode self: issue and rotate the webhook's certificates")
+    rot.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", ""), help="the Secret's namespace")
+    rot.add_argument("--kubeconfig", type=Path, help="kubeconfig (default: $KUBECONFIG or in-cluster)")
+    rot.add_argument("--once", action="store_true", help="reconcile once and exit")
+    rot.add_argument("--interval", type=float, default=600.0, help="seconds between reconciles (default 600)")
+    selfcerts.add_arguments(rot)
+
     rev = sub.add_parser("review", help="run the admission pipeline offline: mutate, apply, validate")
     rev.add_argument("-f", "--file", required=True, help="AdmissionReview or bare Pod/Job/ConfigMap; - for stdin")
     rev.add_argument("--policy", type=Path, help="policy file (ConfigMap or bare document); default: embedded")
@@ -103,10 +125,31 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     if args.command == "review":
         return _review(args)
+    if args.command == "rotate-certs":
+        return _rotate(args)
     return _certs(args)
 
 
 def _serve(args: argparse.Namespace) -> int:
+    rotator = None
+    if args.cert_mode == "self":
+        if problem := _self_mode_problem(args):
+            print(f"storage-affinity-webhook: {problem}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        try:
+            rotator = selfcerts.start_rotator(args)  # the files exist before the path checks below
+        except subprocess.CalledProcessError:
+            print("storage-affinity-webhook: no certificate: the first rotation failed (see above)", file=sys.stderr)
+            return 1
+    try:
+        return _serve_files(args)
+    finally:
+        if rotator is not None:
+            rotator.terminate()
+            rotator.wait(timeout=10)
+
+
+def _serve_files(args: argparse.Namespace) -> int:
     from webhook.server import run
     from webhook.settings import Settings
 
@@ -138,6 +181,23 @@ def _serve(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def _rotate(args: argparse.Namespace) -> int:
+    try:
+        return selfcerts.rotate(args)
+    except Exception as exc:  # the message matters more than the trace to an operator reading pod logs
+        print(f"storage-affinity-webhook: certificate rotation failed: {exc}", file=sys.stderr)
+        return 1
+
+
+def _self_mode_problem(args: argparse.Namespace) -> str | None:
+    missing = [f"--{n.replace('_', '-')}" for n in ("cert_dir", "cert_secret", "service") if not getattr(args, n)]
+    if missing:
+        return f"--cert-mode self needs {', '.join(missing)}"
+    if not args.namespace:
+        return "--cert-mode self needs --namespace (or $POD_NAMESPACE)"
+    return None
 
 
 def _live_problem(args: argparse.Namespace) -> str | None:
