@@ -1,0 +1,86 @@
+"""Decisions end to end: the HTTPS server (static and live state) and `review` agree."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from rules.documents import iter_objects, load_documents
+from rules.policy import default_policy
+from tests.e2e.server import running_server
+from tests.state.fakeapi import running_fake_api
+from tests.support import EXAMPLES, load_yaml, validate_strict
+from tests.webhook.review_checks import check_response
+from webhook.review import as_request, review
+from webhook.state.static import load_static_state
+
+pytestmark = pytest.mark.e2e
+
+NODE = "ip-10-0-1-17.ec2.internal"
+
+
+def as_review(obj: dict[str, Any], uid: str) -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
+                        "operation": "CREATE", "namespace": obj["metadata"]["namespace"],
+                        "name": obj["metadata"]["name"], "object": obj}}
+
+
+def decoded_patch(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    response = answer["response"]
+    return json.loads(base64.b64decode(response["patch"])) if "patch" in response else []
+
+
+@pytest.mark.parametrize("example", ["mover-pod.yaml", "plain-pod.yaml", "backup-pod.yaml", "restore-pod.yaml"])
+def test_server_and_review_give_the_same_decision(tmp_path: Path, example: str) -> None:
+    pod = load_yaml(EXAMPLES / example)
+    offline = review(as_request(pod), default_policy(), load_static_state([EXAMPLES / "cluster.yaml"]))
+    with running_server(tmp_path, "--cluster", str(EXAMPLES / "cluster.yaml")) as server:
+        session = server.session()
+        body = as_review(pod, "same-1")
+        mutated = session.post(server.url + "/mutate", json=body, timeout=10).json()
+        patch = check_response(body, mutated, mutating=True)
+        assert patch == offline.patch
+        result = jsonpatch.apply_patch(copy.deepcopy(pod), patch)
+        validate_strict(result)
+        validated = session.post(server.url + "/validate", json=as_review(result, "same-2"), timeout=10).json()
+        check_response(as_review(result, "same-2"), validated, mutating=False)
+        assert validated["response"]["allowed"] is offline.allowed
+    if example == "mover-pod.yaml":
+        terms = result["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert terms["nodeSelectorTerms"] == [{"matchFields": [{"key": "metadata.name", "operator": "In",
+                                                                 "values": [NODE]}]}]
+
+
+def test_live_state_places_a_mover_next_to_an_anchor_created_a_moment_before(tmp_path: Path) -> None:
+    state = [obj for obj in iter_objects(load_documents((EXAMPLES / "cluster.yaml").read_text(), "c"), "c")
+             if not (obj["kind"] == "Pod" and obj["metadata"]["name"] == "db-0")]
+    anchor = next(obj for obj in iter_objects(load_documents((EXAMPLES / "cluster.yaml").read_text(), "c"), "c")
+                  if obj["kind"] == "Pod" and obj["metadata"]["name"] == "db-0")
+    mover = load_yaml(EXAMPLES / "mover-pod.yaml")
+    with running_fake_api(*state) as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        with running_server(tmp_path, "--kubeconfig", str(kubeconfig), workers=2) as server:
+            session = server.session()
+            before = session.post(server.url + "/mutate", json=as_review(mover, "live-0"), timeout=10).json()
+            assert decoded_patch(before) == [], "nothing holds the claim yet"
+            api.create(anchor)
+            deadline = time.monotonic() + 10
+            while True:  # each worker's watch delivers the new pod within moments
+                answers = [session.post(server.url + "/mutate", json=as_review(mover, f"live-{i}"), timeout=10).json()
+                           for i in range(4)]
+                if all(decoded_patch(a) for a in answers) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            for answer in answers:
+                patch = decoded_patch(answer)
+                result = jsonpatch.apply_patch(copy.deepcopy(mover), patch)
+                assert result["metadata"]["annotations"]["storage-affinity.io/co-scheduled-with"] == f"db-0/{NODE}"
+                assert result["spec"]["tolerations"] == anchor["spec"]["tolerations"]
