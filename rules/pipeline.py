@@ -171,3 +171,9 @@ def policy_config_map(ctx: Context, config_map: Json) -> None:
 
 POD_VALIDATORS.append(own_annotations)
 CONFIG_MAP_VALIDATORS.append(policy_config_map)
+
+# --- validation: disk annotations and placement consistency (issue 5) -----------------------------------------
+from rules import disk, placement  # noqa: E402  (registered after the pipeline they plug into exists)
+
+POD_VALIDATORS.append(disk.disk_annotations)
+POD_VALIDATORS.append(placement.placement_consistency)
