@@ -20,6 +20,8 @@ def build(case: Json) -> Json:
     """The object a case describes: a full `object`, or a pod (or Job) built from annotations and labels."""
     if "object" in case:
         return copy.deepcopy(case["object"])
+    if "statefulset" in case:
+        return statefulset_pod(case["statefulset"])
     volumes = case.get("volumes", [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])
     metadata: Json = {"name": "app-0", "namespace": case.get("namespace", "shop")}
     if case.get("labels") is not None:
@@ -39,6 +41,22 @@ def build(case: Json) -> Json:
     }
 
 
+def statefulset_pod(sts: Json, ordinal: int = 0, namespace: str = "default") -> Json:
+    """The pod the StatefulSet controller creates: the template, named `<set>-<n>`, one claim per template."""
+    name = f"{sts['metadata']['name']}-{ordinal}"
+    template = copy.deepcopy(sts["spec"]["template"])
+    spec = template["spec"]
+    spec["volumes"] = [
+        *spec.get("volumes", ()),
+        *(
+            {"name": t["metadata"]["name"], "persistentVolumeClaim": {"claimName": f"{t['metadata']['name']}-{name}"}}
+            for t in sts["spec"].get("volumeClaimTemplates", ())
+        ),
+    ]
+    metadata = {**template.get("metadata", {}), "name": name, "namespace": namespace}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
 def cases() -> list[Any]:
     out = []
     for table in TABLES:
@@ -49,6 +67,8 @@ def cases() -> list[Any]:
 
 @pytest.mark.parametrize("case", cases())
 def test_disk_table(case: Json) -> None:
+    if "statefulset" in case:
+        validate_strict(case["statefulset"])
     obj = build(case)
     validate_strict(obj)  # the inputs are real objects: the API server would pass them to the webhook
     old = None
