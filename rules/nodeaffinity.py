@@ -68,7 +68,8 @@ def _field_matches(expr: Mapping[str, Any], node_name: str) -> bool:
     if operator not in ("In", "NotIn") or len(values) != 1:
         return False
     actual = node_name if expr.get("key") == "metadata.name" else ""  # fields.Set.Get of a missing field
-    return (actual == values[0]) == (operator == "In")
+    equal: bool = actual == values[0]
+    return equal if operator == "In" else not equal
 
 
 def terms_match(terms: Sequence[Mapping[str, Any]], node: Mapping[str, Any]) -> bool:
