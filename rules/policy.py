@@ -152,8 +152,9 @@ def policy_from_config_map(config_map: Mapping[str, Any], source: str = "policy 
         raise PolicyError([(f"data[{POLICY_KEY}]", f"must be a string, not {type_name(text)}")], source)
     try:
         documents = load_documents(text, f"data[{POLICY_KEY}]")
-    except DocumentError as exc:
-        raise PolicyError([(f"data[{POLICY_KEY}]", str(exc))], source) from None
+    except DocumentError as exc:  # its text starts with the source, which the path already names
+        message = str(exc).removeprefix(f"data[{POLICY_KEY}]: ")
+        raise PolicyError([(f"data[{POLICY_KEY}]", message)], source) from None
     if len(documents) > 1:
         raise PolicyError([(f"data[{POLICY_KEY}]", "must hold exactly one YAML document")], source)
     doc = documents[0] if documents else {}
