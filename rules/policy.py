@@ -109,7 +109,9 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
     base = default_document()
     roles = {**base["roles"], **(doc.get("roles") or {})}
     co = {**base["coScheduling"], **(doc.get("coScheduling") or {})}
-    validation = {**base["validation"], **(doc.get("validation") or {})}
+    # Only the document's own per-family settings override its `enforcement`: the embedded default spells out
+    # `deny` per family, and merging that in would keep `enforcement: warn` from relaxing those families.
+    validation = doc.get("validation") or {}
     source_cm = (doc.get("loadAffinitySource") or {}).get("configMap")
     return Policy(
         enforcement=doc.get("enforcement", base["enforcement"]),
