@@ -12,7 +12,7 @@ CLUSTER ?= examples/cluster.yaml
 FILE ?= examples/mover-pod.yaml
 PYTEST_ARGS ?=
 
-.PHONY: help install run test unit lint fmt certs review clean
+.PHONY: help install run test unit chart lint fmt certs review clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -48,10 +48,14 @@ fmt: $(STAMP) ## format and autofix
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-unit: $(STAMP) ## run the tests only (no lint)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+unit: $(STAMP) ## run the tests only (no lint, no chart)
+	$(BIN)/python -m pytest --ignore=tests/chart $(PYTEST_ARGS)
 
-test: lint unit ## install, lint, then run every test
+chart: $(STAMP) ## render, lint and check the Helm chart in every mode (installs helm into .tools/)
+	scripts/install-helm.sh
+	$(BIN)/python -m pytest tests/chart $(PYTEST_ARGS)
+
+test: lint unit chart ## install, lint, then run every test
 
 clean: ## remove the venv, caches and development certificates
-	rm -rf $(VENV) $(CERT_DIR) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(CERT_DIR) .tools .pytest_cache .mypy_cache .ruff_cache *.egg-info

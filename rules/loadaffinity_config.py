@@ -2,22 +2,35 @@
 
 Velero silently drops what it does not understand and keeps pods Pending on selectors that match nothing; these
 checks say so at admission time instead.
+
+Operators: a LoadAffinity `nodeSelector` is a metav1.LabelSelector, but Velero copies every matchExpressions
+operator verbatim into the pod's node selector requirements, so the node-only `Gt`/`Lt` (one integer value) work
+there and are accepted (DESIGN §6); anything else would make the API server reject the data mover pod.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rules.cluster import ClusterView
+from rules.model import Json
 from rules.names import dns1123_subdomain_error
-from rules.selectors import Problem, selector_problems, type_name
+from rules.nodeaffinity import NODE_OPERATORS, label_selector_term, term_matches
+from rules.selectors import Problem, requirement_problems, selector_problems, type_name
 from rules.suggest import unknown_field
 
 ENTRY_FIELDS = ("nodeSelector", "storageClass")
+SELECTOR_FIELDS = ("matchLabels", "matchExpressions")
+REQUIREMENT_FIELDS = ("key", "operator", "values")
 
 
 def load_affinity_problems(entries: Any, path: str) -> tuple[list[Problem], list[Problem]]:
-    """(errors, unknown-field findings) for a LoadAffinity list; callers decide how grave unknown fields are."""
+    """(errors, unknown-field findings) for a LoadAffinity list; callers decide how grave unknown fields are.
+
+    Unknown fields are judged as Velero reads them: dropped, so `{"nodeSelector": {"matchLabel": ...}}` is both an
+    unknown field and an empty selector.
+    """
     if not isinstance(entries, list):
         return [(path, f"must be a list of LoadAffinity entries, not {type_name(entries)}")], []
     errors: list[Problem] = []
@@ -27,53 +40,154 @@ def load_affinity_problems(entries: Any, path: str) -> tuple[list[Problem], list
         if not isinstance(entry, Mapping):
             errors.append((at, f"must be an object with nodeSelector and storageClass, not {type_name(entry)}"))
             continue
-        for key in entry:
-            if key not in ENTRY_FIELDS:
-                unknown.append((f"{at}.{key}", unknown_field(str(key), ENTRY_FIELDS)))
-        errors.extend(_node_selector_problems(entry.get("nodeSelector"), f"{at}.nodeSelector"))
+        unknown.extend(_unknown(entry, at, ENTRY_FIELDS))
+        selector_errors, selector_unknown = node_selector_problems(entry.get("nodeSelector"), f"{at}.nodeSelector")
+        errors.extend(selector_errors)
+        unknown.extend(selector_unknown)
         storage_class = entry.get("storageClass")
         if storage_class is not None and storage_class != "":
             if not isinstance(storage_class, str):
                 errors.append((f"{at}.storageClass", f"must be a string, not {type_name(storage_class)}"))
             elif (err := dns1123_subdomain_error(storage_class)) is not None:
-                errors.append((f"{at}.storageClass", err))
+                errors.append((f"{at}.storageClass", f"{err}: it must name a StorageClass"))
     return errors, unknown
 
 
-def _node_selector_problems(selector: Any, path: str) -> list[Problem]:
+def node_selector_problems(selector: Any, path: str) -> tuple[list[Problem], list[Problem]]:
+    """(errors, unknown fields) of one LoadAffinity `nodeSelector`."""
     if selector is None:
-        return [(path, "required: a label selector for the nodes that may run the pod")]
-    problems = selector_problems(selector, path)
-    if problems:
-        return problems
+        return [(path, "required: a label selector for the nodes that may run the pod")], []
+    if not isinstance(selector, Mapping):
+        return [(path, f"must be a label selector object, not {type_name(selector)}")], []
+    unknown = _unknown(selector, path, SELECTOR_FIELDS)
+    errors: list[Problem] = []
+    if "matchLabels" in selector:
+        errors.extend(selector_problems({"matchLabels": selector["matchLabels"]}, path))
+    expressions = selector.get("matchExpressions")
+    if expressions is not None:
+        if not isinstance(expressions, list):
+            errors.append((f"{path}.matchExpressions", f"must be a list, not {type_name(expressions)}"))
+        else:
+            for i, item in enumerate(expressions):
+                at = f"{path}.matchExpressions[{i}]"
+                expr = item
+                if isinstance(item, Mapping):
+                    unknown.extend(_unknown(item, at, REQUIREMENT_FIELDS))
+                    expr = {k: v for k, v in item.items() if k in REQUIREMENT_FIELDS}
+                errors.extend(requirement_problems(expr, at, NODE_OPERATORS))
+    if errors:
+        return errors, unknown
     if not selector.get("matchLabels") and not selector.get("matchExpressions"):
-        return [(path, "must not be empty: an empty node selector term matches no node")]
-    return contradictions(selector, path)
+        return [(path, "must not be empty: an empty node selector term matches no node")], unknown
+    return contradictions(selector, path), unknown
 
 
 def contradictions(selector: Mapping[str, Any], path: str) -> list[Problem]:
-    """Requirements on one key that no label value can satisfy together."""
+    """Requirements on one key that no label value can satisfy together (the selector is otherwise valid)."""
     allowed: dict[str, set[str]] = {}
     forbidden: dict[str, set[str]] = {}
     present: set[str] = set()
     absent: set[str] = set()
+    above: dict[str, int] = {}  # Gt: value > bound
+    below: dict[str, int] = {}  # Lt: value < bound
     requirements = [{"key": k, "operator": "In", "values": [v]} for k, v in (selector.get("matchLabels") or {}).items()]
     requirements.extend(selector.get("matchExpressions") or ())
     for expr in requirements:
-        key, operator, values = expr["key"], expr["operator"], set(expr.get("values") or ())
+        key, operator, values = expr["key"], expr["operator"], list(expr.get("values") or ())
         if operator == "In":
-            allowed[key] = allowed[key] & values if key in allowed else values
+            allowed[key] = allowed[key] & set(values) if key in allowed else set(values)
             present.add(key)
         elif operator == "NotIn":
-            forbidden[key] = forbidden.get(key, set()) | values
+            forbidden[key] = forbidden.get(key, set()) | set(values)
         elif operator == "Exists":
             present.add(key)
         elif operator == "DoesNotExist":
             absent.add(key)
+        elif operator == "Gt":
+            above[key] = max(above.get(key, int(values[0])), int(values[0]))
+            present.add(key)
+        elif operator == "Lt":
+            below[key] = min(below.get(key, int(values[0])), int(values[0]))
+            present.add(key)
     problems: list[Problem] = []
     for key in sorted(present | absent):
         if key in present and key in absent:
             problems.append((path, f"requirements on {key!r} contradict each other: it must both exist and not exist"))
-        elif key in allowed and not allowed[key] - forbidden.get(key, set()):
+        elif key in above and key in below and above[key] + 1 >= below[key]:
+            problems.append((path, f"requirements on {key!r} contradict each other: no integer is in the range"))
+        elif key in allowed and not {
+            v for v in allowed[key] - forbidden.get(key, set()) if _in_range(v, above.get(key), below.get(key))
+        }:
             problems.append((path, f"requirements on {key!r} contradict each other: no value satisfies all of them"))
     return problems
+
+
+def entry_cluster_problems(entries: Iterable[Any], path: str, view: ClusterView) -> list[Problem]:
+    """Warnings that need the cluster: unknown StorageClasses and selectors that match none of the known Nodes.
+
+    Entries with errors are skipped (they are reported as such). With no Node known (offline review without cluster
+    state) the node check is skipped instead of flagging every entry.
+    """
+    problems: list[Problem] = []
+    nodes = list(view.nodes())
+    for i, entry in enumerate(entries):
+        if load_affinity_problems([entry], "")[0]:
+            continue
+        at = f"{path}[{i}]"
+        storage_class = entry.get("storageClass")
+        if isinstance(storage_class, str) and storage_class and view.storage_class(storage_class) is None:
+            problems.append((f"{at}.storageClass", f'StorageClass "{storage_class}" does not exist in the cluster'))
+        selector = entry.get("nodeSelector")
+        if nodes and isinstance(selector, Mapping):
+            term = label_selector_term(selector)
+            if not any(term_matches(term, node) for node in nodes):
+                problems.append(
+                    (f"{at}.nodeSelector", f"matches none of the {len(nodes)} known nodes: pods stay Pending")
+                )
+    return problems
+
+
+def backup_pvc_cluster_problems(backup_pvc: Any, path: str, view: ClusterView) -> list[Problem]:
+    """A `backupPVC` target StorageClass that does not exist: Velero's backup PVC would never bind."""
+    if not isinstance(backup_pvc, Mapping):
+        return []
+    problems: list[Problem] = []
+    for source_class, spec in backup_pvc.items():
+        target = spec.get("storageClass") if isinstance(spec, Mapping) else None
+        valid = isinstance(target, str) and dns1123_subdomain_error(target) is None
+        if valid and view.storage_class(str(target)) is None:
+            problems.append(
+                (f"{path}[{source_class}].storageClass", f'StorageClass "{target}" does not exist in the cluster')
+            )
+    return problems
+
+
+def known_fields(entry: Mapping[str, Any]) -> Json:
+    """A valid entry as Velero sees it: unknown fields dropped, so none of them reaches a pod spec."""
+    out: Json = {}
+    selector = entry.get("nodeSelector") or {}
+    clean: Json = {}
+    if selector.get("matchLabels"):
+        clean["matchLabels"] = dict(selector["matchLabels"])
+    if selector.get("matchExpressions"):
+        clean["matchExpressions"] = [
+            {k: v for k, v in expr.items() if k in REQUIREMENT_FIELDS} for expr in selector["matchExpressions"]
+        ]
+    out["nodeSelector"] = clean
+    if entry.get("storageClass"):
+        out["storageClass"] = entry["storageClass"]
+    return out
+
+
+def _unknown(obj: Mapping[str, Any], path: str, known: tuple[str, ...]) -> list[Problem]:
+    return [(f"{path}.{key}", unknown_field(str(key), known)) for key in obj if key not in known]
+
+
+def _in_range(value: str, lower: int | None, upper: int | None) -> bool:
+    if lower is None and upper is None:
+        return True
+    try:
+        number = int(value, 10)
+    except ValueError:
+        return False
+    return (lower is None or number > lower) and (upper is None or number < upper)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 Json = dict[str, Any]
@@ -12,7 +12,7 @@ Json = dict[str, Any]
 PREFIX = "storage-affinity.io/"
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     DENY = "deny"
     WARN = "warn"
 

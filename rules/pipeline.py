@@ -125,11 +125,11 @@ def _fail(ctx: Context, why: str) -> None:
 
 def _apply_enforcement(ctx: Context) -> None:
     findings = []
-    for finding in ctx.decision.findings:
-        relaxed = ctx.policy.enforcement_for(finding.family) == "warn" and finding.family not in STRICT_FAMILIES
-        if finding.severity is Severity.DENY and relaxed:
-            finding = Finding(finding.field, finding.message, finding.family, Severity.WARN)
-        findings.append(finding)
+    for found in ctx.decision.findings:
+        relaxed = ctx.policy.enforcement_for(found.family) == "warn" and found.family not in STRICT_FAMILIES
+        if found.severity is Severity.DENY and relaxed:
+            found = Finding(found.field, found.message, found.family, Severity.WARN)  # noqa: PLW2901
+        findings.append(found)
     ctx.decision.findings = findings
     for finding in findings:
         if finding.severity is Severity.WARN:
@@ -171,6 +171,21 @@ def policy_config_map(ctx: Context, config_map: Json) -> None:
 
 POD_VALIDATORS.append(own_annotations)
 CONFIG_MAP_VALIDATORS.append(policy_config_map)
+
+# --- co-scheduling of data movers (issue 3) ---------------------------------------------------------------------
+from rules import coschedule, coschedule_check  # noqa: E402  (rule modules import rules.context, never this)
+
+MUTATORS["mover"] = coschedule.mutate_mover
+POD_VALIDATORS.append(coschedule_check.check_co_scheduling)
+
+# --- load affinity for backup and restore pods (issue 4) ------------------------------------------------------
+from rules import loadaffinity, loadaffinity_validation  # noqa: E402
+
+MUTATORS["backup"] = loadaffinity.mutate_backup
+MUTATORS["restore"] = loadaffinity.mutate_restore
+POD_VALIDATORS.append(loadaffinity_validation.load_affinity_annotations)
+CONFIG_MAP_VALIDATORS.append(loadaffinity_validation.velero_config_map)
+CONFIG_MAP_VALIDATORS.append(loadaffinity_validation.policy_config_map_cluster)
 
 # --- validation: disk annotations and placement consistency (issue 5) -----------------------------------------
 from rules import disk, placement  # noqa: E402  (registered after the pipeline they plug into exists)

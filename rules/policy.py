@@ -97,8 +97,8 @@ def policy_problems(doc: Any) -> list[Problem]:
         return [("", f"the policy must be a YAML mapping, not {type_name(doc)}")]
     problems = [p for error in _validator().iter_errors(doc) for p in _schema_problems(error)]
     problems.extend(_semantic_problems(doc))
-    unique = list(dict.fromkeys(problems))  # type: ignore[arg-type]
-    return sorted(unique, key=lambda p: p[0])  # type: ignore[no-any-return]
+    unique = list(dict.fromkeys(problems))
+    return sorted(unique, key=lambda p: p[0])
 
 
 def policy_from_document(doc: Any, source: str = "policy") -> Policy:
@@ -192,7 +192,8 @@ def _schema_problems(error: jsonschema.ValidationError) -> list[Problem]:
         return [(path, f"{shown} is not one of {', '.join(str(v) for v in error.validator_value)}")]  # type: ignore[union-attr]
     if validator == "additionalProperties":
         known = list((error.schema.get("properties") or {}).keys())  # type: ignore[union-attr]
-        return [(_join(path, render_path([k])), unknown_field(k, known)) for k in error.instance if k not in known]
+        instance = error.instance if isinstance(error.instance, Mapping) else {}
+        return [(_join(path, render_path([k])), unknown_field(k, known)) for k in instance if k not in known]
     if validator == "type":
         expected = {
             "array": "a list",

@@ -80,8 +80,8 @@ def requirement_problems(expr: Any, path: str, operators: tuple[str, ...]) -> li
     elif operator in ("Gt", "Lt"):
         if count != 1:
             problems.append((f"{path}.values", f"must have exactly one value when operator is {operator}"))
-        elif not is_int64(values[0]):  # type: ignore[index]
-            problems.append((f"{path}.values[0]", f"{values[0]!r} is not an integer (operator {operator})"))  # type: ignore[index]
+        elif not is_int64(first := next(iter(values or [""]))):
+            problems.append((f"{path}.values[0]", f"{first!r} is not an integer (operator {operator})"))
     if operator in ("In", "NotIn") and values:
         for j, value in enumerate(values):
             if (err := label_value_error(value)) is not None:
@@ -101,7 +101,7 @@ def requirement_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> b
     """One label requirement, including the node-only Gt/Lt integer comparisons."""
     key = expr["key"]
     operator = expr["operator"]
-    values = expr.get("values") or ()
+    values: list[str] = list(expr.get("values") or ())
     present = key in labels
     if operator == "In":
         return present and labels[key] in values

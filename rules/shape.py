@@ -11,6 +11,11 @@ from typing import Any
 from rules.selectors import type_name
 
 _MAPS_OF_STRINGS = (("metadata", "labels"), ("metadata", "annotations"))
+_PARSED_PREFIXES = (
+    "storage-affinity.io/",
+    "affinity.volumes.csi-baremetal.dell.com/",
+    "antiaffinity.volumes.csi-baremetal.dell.com/",
+)
 
 
 def pod_shape_problems(pod: Any, base: str = "") -> list[tuple[str, str]]:
@@ -30,17 +35,20 @@ def pod_shape_problems(pod: Any, base: str = "") -> list[tuple[str, str]]:
             return False
         return True
 
-    if expect(pod.get("metadata"), dict, at("metadata"), "an object"):
+    metadata = pod.get("metadata")
+    if expect(metadata, dict, at("metadata"), "an object"):
+        assert isinstance(metadata, dict)
         for parts in _MAPS_OF_STRINGS:
-            value = pod["metadata"].get(parts[1])
-            if expect(value, dict, at(*parts), "a map of strings"):
+            value = metadata.get(parts[1])
+            if expect(value, dict, at(*parts), "a map of strings") and isinstance(value, dict):
                 for key, item in value.items():
-                    if not isinstance(item, str):
+                    # Only the values rules parse are checked: a foreign tool's odd value is not ours to refuse.
+                    if not isinstance(item, str) and str(key).startswith(_PARSED_PREFIXES):
                         problems.append((f"{at(*parts)}[{key}]", f"must be a string, not {type_name(item)}"))
         for key in ("name", "namespace", "generateName", "creationTimestamp", "deletionTimestamp"):
-            expect(pod["metadata"].get(key), str, at("metadata", key), "a string")
+            expect(metadata.get(key), str, at("metadata", key), "a string")
     spec = pod.get("spec")
-    if not expect(spec, dict, at("spec"), "an object"):
+    if not expect(spec, dict, at("spec"), "an object") or not isinstance(spec, dict):
         return problems
     expect(spec.get("nodeName"), str, at("spec", "nodeName"), "a string")
     if expect(spec.get("nodeSelector"), dict, at("spec", "nodeSelector"), "a map of strings"):
@@ -49,7 +57,7 @@ def pod_shape_problems(pod: Any, base: str = "") -> list[tuple[str, str]]:
                 problems.append((at("spec", "nodeSelector", key), f"must be a string, not {type_name(item)}"))
     for name in ("volumes", "tolerations", "schedulingGates"):
         items = spec.get(name)
-        if expect(items, list, at("spec", name), "a list"):
+        if expect(items, list, at("spec", name), "a list") and isinstance(items, list):
             for i, item in enumerate(items):
                 if not isinstance(item, dict):
                     problems.append((f"{at('spec', name)}[{i}]", f"must be an object, not {type_name(item)}"))
@@ -61,14 +69,14 @@ def pod_shape_problems(pod: Any, base: str = "") -> list[tuple[str, str]]:
             if claim is not None and not (isinstance(claim, dict) and isinstance(claim.get("claimName"), str)):
                 problems.append((f"{at('spec', 'volumes')}[{i}].persistentVolumeClaim.claimName", "required string"))
     affinity = spec.get("affinity")
-    if expect(affinity, dict, at("spec", "affinity"), "an object"):
+    if expect(affinity, dict, at("spec", "affinity"), "an object") and isinstance(affinity, dict):
         node = affinity.get("nodeAffinity")
-        if expect(node, dict, at("spec", "affinity", "nodeAffinity"), "an object"):
+        if expect(node, dict, at("spec", "affinity", "nodeAffinity"), "an object") and isinstance(node, dict):
             required = node.get("requiredDuringSchedulingIgnoredDuringExecution")
             path = at("spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
-            if expect(required, dict, path, "an object"):
+            if expect(required, dict, path, "an object") and isinstance(required, dict):
                 terms = required.get("nodeSelectorTerms")
-                if expect(terms, list, f"{path}.nodeSelectorTerms", "a list"):
+                if expect(terms, list, f"{path}.nodeSelectorTerms", "a list") and isinstance(terms, list):
                     for i, term in enumerate(terms):
                         problems.extend(_term_problems(term, f"{path}.nodeSelectorTerms[{i}]"))
     return problems

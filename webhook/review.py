@@ -49,7 +49,7 @@ def as_request(doc: Any) -> AdmissionRequest:
         raise ReviewError("input is neither an AdmissionReview nor a Kubernetes manifest with a kind")
     api_version = str(doc.get("apiVersion") or "v1")
     group = api_version.rpartition("/")[0]
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    meta = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
     return request_from_document(
         {
             "apiVersion": "admission.k8s.io/v1",

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from certs.files import read_not_after
-
 from rules.cluster import ClusterView
 from rules.policy import Policy, PolicyError
 

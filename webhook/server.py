@@ -17,25 +17,20 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
+from certs.reload import ReloadingServerContext
 from webhook.settings import Settings
 
 log = logging.getLogger(__name__)
 
-#: AEAD suites with forward secrecy for TLS 1.2; TLS 1.3 suites are OpenSSL's defaults.
-CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
-
-
-def server_tls_context(cert: str, key: str) -> ssl.SSLContext:
-    """TLS 1.2+ with modern ciphers only."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.set_ciphers(CIPHERS)
-    context.load_cert_chain(cert, key)
-    return context
+_TLS: dict[int, ReloadingServerContext] = {}
 
 
 def _ssl_context(conf: Any, default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
-    return server_tls_context(conf.certfile, conf.keyfile)
+    """One reloading context per worker process: rotated certificate files are served without a restart."""
+    pid = os.getpid()
+    if pid not in _TLS:
+        _TLS[pid] = ReloadingServerContext(conf.certfile, conf.keyfile)
+    return _TLS[pid].context
 
 
 def _child_exit(server: Any, worker: Any) -> None:

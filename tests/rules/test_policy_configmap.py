@@ -12,12 +12,20 @@ from rules.policy import POLICY_LABEL, policy_from_config_map
 from tests.support import DATA, load_yaml, policy, subject, validate_strict, view_from
 
 TABLE = load_yaml(DATA / "policy_configmap" / "configmaps.yaml")
-GOOD = {
+GOOD: Json = {
     "apiVersion": "v1",
     "kind": "ConfigMap",
     "metadata": {"name": "storage-affinity-policy", "namespace": "storage-affinity", "labels": {POLICY_LABEL: "true"}},
     "data": {"policy.yaml": "enforcement: deny\n"},
 }
+
+
+CLUSTER = view_from(
+    *(
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name}, "provisioner": "x"}
+        for name in ("gp3", "gp3-backup")
+    )
+)
 
 
 def config_map(case: Json) -> Json:
@@ -39,10 +47,10 @@ def test_policy_config_map_table(case: Json) -> None:
     validate_strict(cm)
     operation = case.get("operation", "CREATE")
     old = GOOD if operation == "UPDATE" else None
-    decision = pipeline.validate(subject(cm, operation, old), view_from(), policy())
+    decision = pipeline.validate(subject(cm, operation, old), CLUSTER, policy())
     violations = case.get("violations", [])
     assert [f.text() for f in decision.denials] == violations
-    assert all(f.family == "policy" for f in decision.findings)
+    assert all(f.family == "policy" for f in decision.denials)
     assert decision.allowed is not violations
     assert decision.warnings == []
     if "message" in case:
@@ -54,7 +62,7 @@ def test_policy_config_map_table(case: Json) -> None:
 @pytest.mark.parametrize("running", [{"enforcement": "warn"}, {"validation": {"placement": {"enforcement": "warn"}}}])
 def test_a_broken_policy_is_denied_whatever_the_running_enforcement(running: Json) -> None:
     broken = config_map({"policy": "enforcement: block\n"})
-    decision = pipeline.validate(subject(broken, "UPDATE", GOOD), view_from(), policy(running))
+    decision = pipeline.validate(subject(broken, "UPDATE", GOOD), CLUSTER, policy(running))
     assert not decision.allowed
     assert [f.text() for f in decision.denials] == ['data[policy.yaml].enforcement: "block" is not one of deny, warn']
     assert decision.warnings == []

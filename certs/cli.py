@@ -1,0 +1,62 @@
+"""The `certs` command's work, without argument parsing (that belongs to `webhook.cli`)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import TextIO
+
+from certs.files import BundlePaths, write_bundle
+from certs.issue import (
+    CA_VALIDITY,
+    CLUSTER_DOMAIN,
+    LEAF_VALIDITY,
+    CertKeyPair,
+    issue_ca,
+    issue_serving,
+    san_strings,
+)
+
+
+def issue_to_dir(
+    service: str,
+    namespace: str,
+    out: Path,
+    *,
+    extra_dns: Sequence[str] = (),
+    extra_ips: Sequence[str] = (),
+    local: bool = True,
+    cluster_domain: str = CLUSTER_DOMAIN,
+    ca_validity: timedelta = CA_VALIDITY,
+    leaf_validity: timedelta = LEAF_VALIDITY,
+    stdout: TextIO | None = None,
+) -> BundlePaths:
+    """Issue a fresh CA and serving certificate into `out` and report what was written on `stdout`.
+
+    The CA key is discarded, not written: a development CA that can sign nothing else cannot be misused, and a new
+    run issues a new CA. Raises ValueError for an invalid service, namespace, DNS name or IP (a usage error).
+    """
+    ca = issue_ca(validity=ca_validity)
+    leaf = issue_serving(
+        ca,
+        service,
+        namespace,
+        extra_dns=extra_dns,
+        extra_ips=extra_ips,
+        local=local,
+        cluster_domain=cluster_domain,
+        validity=leaf_validity,
+    )
+    paths = write_bundle(out, ca, leaf)
+    print_bundle(paths, ca, leaf, stdout or sys.stdout)
+    return paths
+
+
+def print_bundle(paths: BundlePaths, ca: CertKeyPair, leaf: CertKeyPair, stdout: TextIO) -> None:
+    """Say what was written, and the SANs, so a wrong `--service`/`--namespace` is visible immediately."""
+    print(f"wrote {paths.ca} (CA, valid until {ca.not_after:%Y-%m-%d %H:%M:%SZ})", file=stdout)
+    print(f"wrote {paths.cert} (serving certificate, valid until {leaf.not_after:%Y-%m-%d %H:%M:%SZ})", file=stdout)
+    print(f"wrote {paths.key} (private key, mode 0600)", file=stdout)
+    print(f"SANs: {', '.join(san_strings(leaf.cert))}", file=stdout)

@@ -1,0 +1,324 @@
+"""Load affinity for `backup` and `restore` pods (DESIGN §5): Velero's VGDP design, implemented in full.
+
+Velero's own code reads only the first LoadAffinity entry and stacks its requirements onto the pod again on every
+re-expose (bug #10341). Here every selected entry becomes one ORed term, the result is ANDed with what already
+constrains the pod as a cross product, and a pod that already satisfies the load terms is left untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rules.annotations import LOAD_AFFINITY, LOAD_AFFINITY_APPLIED, PLACEMENT, PLACEMENTS, STORAGE_CLASS
+from rules.context import Context, PodTarget
+from rules.loadaffinity_config import load_affinity_problems
+from rules.model import Json
+from rules.names import dns1123_subdomain_error
+from rules.nodeaffinity import (
+    HOSTNAME_LABEL,
+    REQUIRED,
+    and_terms,
+    label_selector_term,
+    merge_terms,
+    name_requirement,
+    simplify,
+    terms_imply,
+    terms_match,
+)
+from rules.velero import VeleroConfigError, read_config
+
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+GLOBAL = "*"
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """The lists in force for one pod, and where they came from (for reasons and warnings)."""
+
+    load_affinity: tuple[Json, ...]
+    backup_pvc: Mapping[str, Json] = field(default_factory=dict)
+    restore_pvc: Mapping[str, Any] = field(default_factory=dict)
+    source: str = "policy"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The first PVC volume of the pod: the claim name and the PVC object, when the cluster has it."""
+
+    name: str
+    pvc: Json | None
+
+
+def mutate_backup(ctx: Context, target: PodTarget) -> None:
+    _mutate(ctx, target, "backup")
+
+
+def mutate_restore(ctx: Context, target: PodTarget) -> None:
+    _mutate(ctx, target, "restore")
+
+
+def _mutate(ctx: Context, target: PodTarget, role: str) -> None:
+    add_tolerations(target, ctx.policy.tolerations)
+    settings = settings_for(ctx, target)
+    if settings is None:
+        return
+    claim = first_claim(ctx, target)
+    storage_class = resolve_storage_class(ctx, target, claim, settings, role)
+    if role == "restore" and _delayed_binding(ctx, storage_class, settings):
+        _restore_without_affinity(ctx, target, storage_class or "", claim)
+        return
+    selected, applied = select_entries(settings.load_affinity, storage_class)
+    if not selected:
+        ctx.reason(f"load affinity: no {settings.source} loadAffinity entry for class {storage_class or 'unknown'}")
+        return
+    load_terms = simplify([label_selector_term(entry["nodeSelector"]) for entry in selected])
+    apply_terms(ctx, target, load_terms, volume_terms(ctx, target))
+    target.patch.set("metadata", "annotations", LOAD_AFFINITY_APPLIED, value=applied)
+    ctx.audit("load-affinity-applied", applied)
+    which = f"{len(selected)} {settings.source} entr{'y' if len(selected) == 1 else 'ies'}"
+    ctx.reason(f"load affinity: {which} for {'class ' + applied if applied != GLOBAL else 'every class'} (ORed)")
+
+
+# --- configuration ------------------------------------------------------------------------------------------
+
+
+def settings_for(ctx: Context, target: PodTarget) -> LoadSettings | None:
+    """The pod annotation's list, else Velero's ConfigMap, else the policy's; None when the annotation is bad.
+
+    A missing or invalid source ConfigMap falls back to the policy's own lists with a warning: the pod is still
+    placed as the operator last configured it here, and the validating webhook has already refused a broken
+    ConfigMap where it could.
+    """
+    settings = _source_settings(ctx)
+    raw = (target.metadata.get("annotations") or {}).get(LOAD_AFFINITY)
+    if raw is None:
+        return settings
+    at = target.field(f"metadata.annotations[{LOAD_AFFINITY}]")
+    try:
+        entries = json.loads(raw)
+    except json.JSONDecodeError:
+        ctx.warn(f"{at} is not valid JSON: load affinity not applied")
+        return None
+    errors, unknown = load_affinity_problems(entries, "")
+    if errors or unknown:
+        ctx.warn(f"{at} is invalid: load affinity not applied")
+        return None
+    return LoadSettings(tuple(entries), settings.backup_pvc, settings.restore_pvc, "annotation")
+
+
+def _source_settings(ctx: Context) -> LoadSettings:
+    policy = ctx.policy
+    own = LoadSettings(policy.load_affinity, policy.backup_pvc, policy.restore_pvc, "policy")
+    if policy.load_affinity_source is None:
+        return own
+    namespace, name = policy.load_affinity_source
+    config_map = ctx.view.config_map(namespace, name)
+    if config_map is None:
+        ctx.warn(f"loadAffinitySource ConfigMap {namespace}/{name} not found: using the policy's own lists")
+        return own
+    try:
+        config = read_config(config_map)
+    except VeleroConfigError:
+        ctx.warn(f"loadAffinitySource ConfigMap {namespace}/{name} is invalid: using the policy's own lists")
+        return own
+    return LoadSettings(config.load_affinity, config.backup_pvc, config.restore_pvc, f"{namespace}/{name}")
+
+
+# --- storage class ------------------------------------------------------------------------------------------
+
+
+def first_claim(ctx: Context, target: PodTarget) -> Claim | None:
+    """The pod's first PVC volume (a generic ephemeral volume counts, as its claim `<pod>-<volume>`)."""
+    for volume in target.spec.get("volumes") or ():
+        source = volume.get("persistentVolumeClaim")
+        if isinstance(source, Mapping) and source.get("claimName"):
+            name = str(source["claimName"])
+            return Claim(name, ctx.view.pvc(target.namespace, name))
+        ephemeral = volume.get("ephemeral")
+        if isinstance(ephemeral, Mapping):
+            template = ephemeral.get("volumeClaimTemplate") or {}
+            name = f"{target.name}-{volume.get('name')}"
+            return Claim(name, ctx.view.pvc(target.namespace, name) or {"spec": dict(template.get("spec") or {})})
+    return None
+
+
+def resolve_storage_class(
+    ctx: Context, target: PodTarget, claim: Claim | None, settings: LoadSettings, role: str
+) -> str | None:
+    """DESIGN §5 step 1: the annotation, else the first claim's class; for backups the backupPVC class wins."""
+    annotated = (target.metadata.get("annotations") or {}).get(STORAGE_CLASS)
+    if isinstance(annotated, str) and dns1123_subdomain_error(annotated) is None:
+        storage_class: str | None = annotated
+    elif claim is None:
+        storage_class = None
+    elif claim.pvc is None:
+        ctx.warn(f"claim {claim.name} not found: its StorageClass is unknown, only global loadAffinity entries apply")
+        storage_class = None
+    else:
+        storage_class = (claim.pvc.get("spec") or {}).get("storageClassName") or None
+    if role == "backup" and storage_class is not None:
+        override = (settings.backup_pvc.get(storage_class) or {}).get("storageClass")
+        if override:
+            ctx.reason(f"load affinity: backupPVC[{storage_class}] makes the backup PVC's class {override}")
+            storage_class = str(override)
+    return storage_class
+
+
+def select_entries(entries: Sequence[Json], storage_class: str | None) -> tuple[list[Json], str]:
+    """DESIGN §5 step 3: every entry for the class, else every global entry; with the annotation value."""
+    if storage_class:
+        own = [entry for entry in entries if entry.get("storageClass") == storage_class]
+        if own:
+            return own, storage_class
+    return [entry for entry in entries if not entry.get("storageClass")], GLOBAL
+
+
+# --- restore with delayed binding ---------------------------------------------------------------------------
+
+
+def _delayed_binding(ctx: Context, storage_class: str | None, settings: LoadSettings) -> bool:
+    """Whether the restore PVC waits for its first consumer, so Velero uses the selected node instead."""
+    if not storage_class:
+        return False
+    sc = ctx.view.storage_class(storage_class)
+    if sc is None:
+        ctx.warn(f"StorageClass {storage_class} not found: its binding mode is unknown, load affinity applies")
+        return False
+    return (
+        sc.get("volumeBindingMode") == WAIT_FOR_FIRST_CONSUMER
+        and settings.restore_pvc.get("ignoreDelayBinding") is not True
+    )
+
+
+def _restore_without_affinity(ctx: Context, target: PodTarget, storage_class: str, claim: Claim | None) -> None:
+    ctx.warn(
+        f"load affinity skipped: StorageClass {storage_class} is {WAIT_FOR_FIRST_CONSUMER} and "
+        "restorePVC.ignoreDelayBinding is not true"
+    )
+    annotations = ((claim.pvc if claim else None) or {}).get("metadata", {}).get("annotations") or {}
+    node = annotations.get(SELECTED_NODE)
+    if not node or claim is None:
+        ctx.reason("load affinity: restore claim has no selected node yet; the pod is left to the scheduler")
+        return
+    mode = pin_restore_pod_to_node(ctx, target, str(node))
+    ctx.reason(f"load affinity: pinned to node {node} selected for claim {claim.name} ({mode})")
+
+
+def pin_restore_pod_to_node(ctx: Context, target: PodTarget, node_name: str) -> str:
+    """Place the pod on `node_name` with the placement modes of DESIGN §4; returns the mode used.
+
+    The co-scheduling rule has the same placement logic; this copy is to be unified with it.
+    """
+    existing = target.patch.get("spec", "nodeName")
+    if existing:
+        if existing != node_name:
+            ctx.warn(f"spec.nodeName {existing} differs from the selected node {node_name}; left unchanged")
+        return "nodeName already set"
+    requested = (target.metadata.get("annotations") or {}).get(PLACEMENT)
+    mode = requested if requested in PLACEMENTS else ctx.policy.placement
+    if mode == "nodeSelector":
+        node = ctx.view.node(node_name)
+        hostname = ((node or {}).get("metadata") or {}).get("labels", {}).get(HOSTNAME_LABEL)
+        if hostname:
+            selector = dict(target.patch.get("spec", "nodeSelector", default=None) or {})
+            selector[HOSTNAME_LABEL] = hostname
+            target.patch.set("spec", "nodeSelector", value=selector)
+            return mode
+        ctx.warn(f"node {node_name} or its {HOSTNAME_LABEL} label is unknown: pinned by requiredAffinity instead")
+    elif mode == "nodeName":
+        if _all_claims_bound(ctx, target) and not target.spec.get("schedulingGates"):
+            target.patch.set("spec", "nodeName", value=node_name)
+            return mode
+        ctx.warn("placement nodeName needs every claim bound and no schedulingGates: pinned by requiredAffinity")
+    pin = {"matchFields": [name_requirement(node_name)]}
+    terms = _current_terms(target)
+    _write_terms(target, [pin] if terms is None else [merge_terms(term, pin) for term in terms])
+    return "requiredAffinity"
+
+
+def _all_claims_bound(ctx: Context, target: PodTarget) -> bool:
+    for volume in target.spec.get("volumes") or ():
+        if volume.get("ephemeral"):
+            return False
+        source = volume.get("persistentVolumeClaim")
+        if isinstance(source, Mapping):
+            pvc = ctx.view.pvc(target.namespace, str(source.get("claimName")))
+            if pvc is None or (pvc.get("status") or {}).get("phase") != "Bound":
+                return False
+    return True
+
+
+# --- terms and tolerations ----------------------------------------------------------------------------------
+
+
+def volume_terms(ctx: Context, target: PodTarget) -> list[list[Json]]:
+    """The required node affinity of every node-local PV the pod mounts (DESIGN §3), one ORed list per PV."""
+    out: list[list[Json]] = []
+    for volume in target.spec.get("volumes") or ():
+        source = volume.get("persistentVolumeClaim")
+        if not isinstance(source, Mapping):
+            continue
+        pvc = ctx.view.pvc(target.namespace, str(source.get("claimName")))
+        volume_name = ((pvc or {}).get("spec") or {}).get("volumeName")
+        pv = ctx.view.pv(str(volume_name)) if volume_name else None
+        required = (((pv or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
+        terms = required.get("nodeSelectorTerms")
+        if terms:
+            out.append([dict(term) for term in terms])
+    return out
+
+
+def apply_terms(ctx: Context, target: PodTarget, load_terms: list[Json], pv_terms: list[list[Json]]) -> None:
+    """AND the load terms with the pod's required terms and the PVs' (DESIGN §5 step 5); no-op when implied."""
+    current = _current_terms(target)
+    wanted = [load_terms, *pv_terms]
+    if current is not None and all(terms_imply(current, terms) for terms in wanted):
+        return
+    result = current
+    for terms in [*pv_terms, load_terms]:
+        result = and_terms(result, terms)
+    assert result is not None
+    _write_terms(target, result)
+    nodes = list(ctx.view.nodes())
+    if nodes and not any(terms_match(result, node) for node in nodes):
+        ctx.warn(f"load affinity leaves none of the {len(nodes)} known nodes for this pod: it would stay Pending")
+
+
+def _current_terms(target: PodTarget) -> list[Json] | None:
+    required = target.patch.get("spec", *REQUIRED, default=None)
+    terms = (required or {}).get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    return [dict(term) for term in terms] if terms else None
+
+
+def _write_terms(target: PodTarget, terms: list[Json]) -> None:
+    """Written as fresh copies: the cross product shares requirement objects between terms, and a shared object
+    in the patch value would surface as a YAML alias in `review -o yaml` (which our own loader refuses)."""
+    required = dict(target.patch.get("spec", *REQUIRED, default=None) or {})
+    required["nodeSelectorTerms"] = json.loads(json.dumps(terms))  # deepcopy would keep the sharing
+    target.patch.set("spec", *REQUIRED, value=required)
+
+
+def add_tolerations(target: PodTarget, tolerations: Sequence[Json]) -> None:
+    """DESIGN §5 step 6: the policy's tolerations the pod lacks, compared on all five fields."""
+    current = list(target.patch.get("spec", "tolerations", default=None) or [])
+    have = {_toleration_key(t) for t in current}
+    for toleration in tolerations:
+        if _toleration_key(toleration) not in have:
+            current.append(dict(toleration))
+            have.add(_toleration_key(toleration))
+    if current:
+        target.patch.set("spec", "tolerations", value=current)
+
+
+def _toleration_key(toleration: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (
+        toleration.get("key") or "",
+        toleration.get("operator") or "Equal",
+        toleration.get("value") or "",
+        toleration.get("effect") or "",
+        toleration.get("tolerationSeconds"),
+    )

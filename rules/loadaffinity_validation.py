@@ -1,0 +1,91 @@
+"""Validating rules for load affinity settings (DESIGN §6, LoadAffinity): Velero's node-agent ConfigMap, the
+cluster-dependent warnings on the policy ConfigMap, and a backup/restore pod's own `load-affinity` annotation.
+
+Shape errors deny (family `loadAffinity`, relaxable by policy); what depends on the cluster only warns, because the
+missing StorageClass or Node may simply not exist yet.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from rules.annotations import LOAD_AFFINITY, STORAGE_CLASS
+from rules.context import Context, PodTarget
+from rules.loadaffinity_config import backup_pvc_cluster_problems, entry_cluster_problems
+from rules.model import Json, Severity
+from rules.policy import POLICY_KEY, POLICY_LABEL, PolicyError, policy_from_config_map
+from rules.selectors import Problem
+from rules.velero import config_document, config_problems
+
+FAMILY = "loadAffinity"
+
+
+def velero_config_map(ctx: Context, config_map: Json) -> None:
+    """The node-agent ConfigMap the policy reads (`loadAffinitySource.configMap`), checked as Velero reads it."""
+    source = ctx.policy.load_affinity_source
+    meta = config_map.get("metadata") or {}
+    namespace = ctx.subject.namespace or str(meta.get("namespace") or "")
+    if source is None or (namespace, meta.get("name")) != source:
+        return
+    errors, unknown = config_problems(config_map)
+    for path, message in errors:
+        ctx.find(path, message, FAMILY)
+    _warn(ctx, unknown)
+    try:
+        key, doc = config_document(config_map)
+    except ValueError:
+        return
+    base = f"data[{key}]"
+    entries = doc.get("loadAffinity")
+    if isinstance(entries, list):
+        _warn(ctx, entry_cluster_problems(entries, f"{base}.loadAffinity", ctx.view))
+    _warn(ctx, backup_pvc_cluster_problems(doc.get("backupPVC"), f"{base}.backupPVC", ctx.view))
+
+
+def policy_config_map_cluster(ctx: Context, config_map: Json) -> None:
+    """The policy's own lists against the cluster; shape errors are the policy rule's business."""
+    labels = (config_map.get("metadata") or {}).get("labels") or {}
+    if not isinstance(labels, Mapping) or labels.get(POLICY_LABEL) != "true":
+        return
+    try:
+        policy = policy_from_config_map(config_map)
+    except PolicyError:
+        return
+    base = f"data[{POLICY_KEY}]"
+    _warn(ctx, entry_cluster_problems(policy.load_affinity, f"{base}.loadAffinity", ctx.view))
+    _warn(ctx, backup_pvc_cluster_problems(policy.backup_pvc, f"{base}.backupPVC", ctx.view))
+
+
+def load_affinity_annotations(ctx: Context, target: PodTarget) -> None:
+    """A backup/restore pod's `load-affinity` and `storage-class` annotations against the cluster."""
+    if target.role.role not in ("backup", "restore"):
+        return
+    annotations = target.metadata.get("annotations") or {}
+    old = _old_annotations(ctx, target)
+    raw = annotations.get(LOAD_AFFINITY)
+    if isinstance(raw, str) and old.get(LOAD_AFFINITY) != raw:
+        try:
+            entries: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            entries = None  # reported by the annotation rule
+        if isinstance(entries, list):
+            at = target.field(f"metadata.annotations[{LOAD_AFFINITY}]")
+            _warn(ctx, entry_cluster_problems(entries, at, ctx.view))
+    storage_class = annotations.get(STORAGE_CLASS)
+    changed = isinstance(storage_class, str) and storage_class and old.get(STORAGE_CLASS) != storage_class
+    if changed and ctx.view.storage_class(str(storage_class)) is None:
+        at = target.field(f"metadata.annotations[{STORAGE_CLASS}]")
+        _warn(ctx, [(at, f'StorageClass "{storage_class}" does not exist in the cluster')])
+
+
+def _old_annotations(ctx: Context, target: PodTarget) -> Mapping[str, Any]:
+    if ctx.subject.operation != "UPDATE" or target.is_template:
+        return {}
+    return ((ctx.subject.old or {}).get("metadata") or {}).get("annotations") or {}
+
+
+def _warn(ctx: Context, problems: list[Problem]) -> None:
+    for path, message in problems:
+        ctx.find(path, message, FAMILY, Severity.WARN)

@@ -1,0 +1,162 @@
+"""Velero's node-agent ConfigMap (`--node-agent-configmap`): read and checked as Velero reads it.
+
+Velero takes the value of the ConfigMap's only data key and unmarshals it as JSON into its node-agent `Configs`
+(Go `encoding/json`: unknown fields dropped, a wrong type fails the whole document, which node-agent then ignores).
+Two keys are refused here: Velero would read whichever one Go's map iteration yields first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rules.loadaffinity_config import known_fields, load_affinity_problems
+from rules.model import Json
+from rules.names import dns1123_subdomain_error
+from rules.selectors import Problem, type_name
+from rules.suggest import unknown_field
+
+#: Top-level fields of Velero's node-agent configuration (pkg/types NodeAgentConfigs, docs v1.18) and their JSON
+#: types; `object` fields other than ours are not looked into.
+CONFIG_FIELDS: Mapping[str, type] = {
+    "loadConcurrency": dict,
+    "loadAffinity": list,
+    "backupPVC": dict,
+    "restorePVC": dict,
+    "podResources": dict,
+    "priorityClassName": str,
+    "privilegedFsBackup": bool,
+    "cachePVC": dict,
+}
+BACKUP_PVC_FIELDS: Mapping[str, type] = {
+    "storageClass": str,
+    "readOnly": bool,
+    "spcNoRelabeling": bool,
+    "annotations": dict,
+}
+RESTORE_PVC_FIELDS: Mapping[str, type] = {"ignoreDelayBinding": bool}
+
+_TYPE_WORDS = {dict: "an object", list: "a list", str: "a string", bool: "true or false"}
+
+
+class VeleroConfigError(ValueError):
+    """The ConfigMap cannot be read as Velero's node-agent configuration; `problems` name each field."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{p}: {m}" if p else m for p, m in problems))
+
+
+@dataclass(frozen=True)
+class NodeAgentConfig:
+    """The parts of the node-agent configuration that place backup and restore pods."""
+
+    key: str
+    load_affinity: tuple[Json, ...] = ()
+    backup_pvc: Mapping[str, Json] = field(default_factory=dict)
+    restore_pvc: Mapping[str, Any] = field(default_factory=dict)
+
+
+def config_document(config_map: Mapping[str, Any]) -> tuple[str, Any]:
+    """(data key, parsed JSON) of the ConfigMap's only data key; raises VeleroConfigError."""
+    data = config_map.get("data")
+    if data is not None and not isinstance(data, Mapping):
+        raise VeleroConfigError([("data", f"must be a map of strings, not {type_name(data)}")])
+    keys = sorted(str(k) for k in (data or {}))
+    if len(keys) != 1:
+        found = f"found {len(keys)}: {', '.join(keys)}" if keys else "found none"
+        raise VeleroConfigError(
+            [("data", f"must hold exactly one key with the node-agent configuration as JSON ({found})")]
+        )
+    key = keys[0]
+    assert data is not None
+    text = data[key]
+    if not isinstance(text, str):
+        raise VeleroConfigError([(f"data[{key}]", f"must be a string holding JSON, not {type_name(text)}")])
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise VeleroConfigError(
+            [(f"data[{key}]", f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}")]
+        ) from None
+    except ValueError as exc:
+        raise VeleroConfigError([(f"data[{key}]", f"is not valid JSON: {exc}")]) from None
+    if not isinstance(doc, Mapping):
+        raise VeleroConfigError([(f"data[{key}]", f"must hold a JSON object, not {type_name(doc)}")])
+    return key, doc
+
+
+def config_problems(config_map: Mapping[str, Any]) -> tuple[list[Problem], list[Problem]]:
+    """(errors, unknown-field warnings) of a node-agent ConfigMap, paths rooted at `data[<key>]`."""
+    try:
+        key, doc = config_document(config_map)
+    except VeleroConfigError as exc:
+        return exc.problems, []
+    base = f"data[{key}]"
+    errors: list[Problem] = []
+    unknown: list[Problem] = []
+    for name, value in doc.items():
+        expected = CONFIG_FIELDS.get(name)
+        if expected is None:
+            unknown.append((f"{base}.{name}", unknown_field(str(name), CONFIG_FIELDS)))
+        elif value is not None and not _is(value, expected):
+            errors.append((f"{base}.{name}", f"must be {_TYPE_WORDS[expected]}, not {type_name(value)}"))
+    if isinstance(doc.get("loadAffinity"), list):
+        entry_errors, entry_unknown = load_affinity_problems(doc["loadAffinity"], f"{base}.loadAffinity")
+        errors.extend(entry_errors)
+        unknown.extend(entry_unknown)
+    backup = doc.get("backupPVC")
+    if isinstance(backup, Mapping):
+        for source_class, spec in backup.items():
+            at = f"{base}.backupPVC[{source_class}]"
+            if (err := dns1123_subdomain_error(str(source_class))) is not None:
+                errors.append((at, f"{err}: the key must name the source StorageClass"))
+            _struct_problems(spec, at, BACKUP_PVC_FIELDS, errors, unknown)
+            target = spec.get("storageClass") if isinstance(spec, Mapping) else None
+            if isinstance(target, str) and target and (err := dns1123_subdomain_error(target)) is not None:
+                errors.append((f"{at}.storageClass", err))
+    if isinstance(doc.get("restorePVC"), Mapping):
+        _struct_problems(doc["restorePVC"], f"{base}.restorePVC", RESTORE_PVC_FIELDS, errors, unknown)
+    return errors, unknown
+
+
+def read_config(config_map: Mapping[str, Any]) -> NodeAgentConfig:
+    """The placement settings of a valid node-agent ConfigMap; raises VeleroConfigError listing every error."""
+    errors, _ = config_problems(config_map)
+    if errors:
+        raise VeleroConfigError(errors)
+    key, doc = config_document(config_map)
+    return NodeAgentConfig(
+        key=key,
+        load_affinity=tuple(known_fields(e) for e in doc.get("loadAffinity") or ()),
+        backup_pvc={str(k): dict(v or {}) for k, v in (doc.get("backupPVC") or {}).items()},
+        restore_pvc=dict(doc.get("restorePVC") or {}),
+    )
+
+
+def _struct_problems(
+    value: Any, path: str, fields: Mapping[str, type], errors: list[Problem], unknown: list[Problem]
+) -> None:
+    if value is None:
+        return
+    if not isinstance(value, Mapping):
+        errors.append((path, f"must be an object, not {type_name(value)}"))
+        return
+    for name, item in value.items():
+        expected = fields.get(name)
+        if expected is None:
+            unknown.append((f"{path}.{name}", unknown_field(str(name), fields)))
+        elif item is not None and not _is(item, expected):
+            errors.append((f"{path}.{name}", f"must be {_TYPE_WORDS[expected]}, not {type_name(item)}"))
+
+
+def _is(value: Any, expected: type) -> bool:
+    if expected is not bool and isinstance(value, bool):
+        return False
+    return isinstance(value, expected)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")

@@ -1,0 +1,156 @@
+"""Volume classes of a pod's claims (DESIGN §3, from the KCP storage design).
+
+Every placement rule asks the same questions of a pod's claims — can another node mount it, can another pod,
+does its PV tie it to some nodes — so the answers are computed here once, from the PVC and its PV.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rules.cluster import ClusterView
+from rules.model import Json
+from rules.nodeaffinity import and_terms
+
+SHARED = "shared"  # ReadWriteMany or ReadOnlyMany: any node, any number of pods
+OWNED = "owned"  # ReadWriteOnce: one node at a time
+SINGLE_POD = "single-pod"  # ReadWriteOncePod: one pod at a time
+
+RWO, RWOP, RWX, ROX = "ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany", "ReadOnlyMany"
+
+
+@dataclass(frozen=True)
+class ClaimVolume:
+    """One `persistentVolumeClaim` or generic `ephemeral` volume of a pod, with what the cluster knows of it."""
+
+    index: int  # position in spec.volumes
+    volume: str  # the volume's name
+    claim: str | None  # the PVC name; None for an ephemeral volume of a pod whose name is not known yet
+    ephemeral: bool
+    pvc: Json | None  # None when the PVC does not exist (yet)
+    pv: Json | None
+    access: str | None  # SHARED, OWNED, SINGLE_POD, or None when no access mode is known
+    pv_terms: tuple[Json, ...] | None  # the PV's required node selector terms: set exactly when node-local
+
+    @property
+    def node_local(self) -> bool:
+        return self.pv_terms is not None
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.pvc) and (self.pvc or {}).get("status", {}).get("phase") == "Bound"
+
+    @property
+    def field(self) -> str:
+        """The field path of the claim reference, relative to the pod (prefix with `PodTarget.field`)."""
+        leaf = "ephemeral" if self.ephemeral else "persistentVolumeClaim.claimName"
+        return f"spec.volumes[{self.index}].{leaf}"
+
+
+def access_modes(pvc: Mapping[str, Any]) -> list[str]:
+    """`status.accessModes` once the claim is bound (what the PV grants), else what the claim asks for."""
+    status = pvc.get("status") or {}
+    if status.get("phase") == "Bound" and status.get("accessModes"):
+        return list(status["accessModes"])
+    return list((pvc.get("spec") or {}).get("accessModes") or ())
+
+
+def access_class(modes: Sequence[str]) -> str | None:
+    """Shared wins over owned (any node can mount it); ReadWriteOnce wins over ReadWriteOncePod."""
+    if RWX in modes or ROX in modes:
+        return SHARED
+    if RWO in modes:
+        return OWNED
+    if RWOP in modes:
+        return SINGLE_POD
+    return None
+
+
+def pv_required_terms(pv: Mapping[str, Any] | None) -> tuple[Json, ...] | None:
+    """A PV's `spec.nodeAffinity.required` terms, or None when it can be used from any node."""
+    required = (((pv or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
+    terms = required.get("nodeSelectorTerms") or ()
+    return tuple(dict(t) for t in terms) if terms else None
+
+
+def claim_references(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> list[tuple[int, str, str | None, bool]]:
+    """(index, volume name, claim name, ephemeral) for each claim volume; pure, no cluster lookups.
+
+    A generic ephemeral volume `v` of pod `p` is the claim `p-v`; without a pod name (a Job template, a pod
+    with only `generateName`) its claim is not known yet.
+    """
+    pod_name = metadata.get("name") or ""
+    out: list[tuple[int, str, str | None, bool]] = []
+    for index, volume in enumerate(spec.get("volumes") or ()):
+        if not isinstance(volume, Mapping):
+            continue
+        name = str(volume.get("name") or "")
+        claim = volume.get("persistentVolumeClaim")
+        if isinstance(claim, Mapping) and claim.get("claimName"):
+            out.append((index, name, str(claim["claimName"]), False))
+        elif volume.get("ephemeral") is not None:
+            out.append((index, name, f"{pod_name}-{name}" if pod_name else None, True))
+    return out
+
+
+def claim_volumes(
+    view: ClusterView, namespace: str, metadata: Mapping[str, Any], spec: Mapping[str, Any]
+) -> list[ClaimVolume]:
+    """Every claim volume of a pod, classified. Reads PVCs and PVs; `LookupFailed` propagates."""
+    out = []
+    for index, volume, claim, ephemeral in claim_references(metadata, spec):
+        pvc = view.pvc(namespace, claim) if claim else None
+        if pvc is not None:
+            modes = access_modes(pvc)
+        else:
+            modes = list(_ephemeral_claim_spec(spec, index).get("accessModes") or ()) if ephemeral else []
+        volume_name = (pvc or {}).get("spec", {}).get("volumeName")
+        pv = view.pv(str(volume_name)) if volume_name else None
+        out.append(ClaimVolume(index, volume, claim, ephemeral, pvc, pv, access_class(modes), pv_required_terms(pv)))
+    return out
+
+
+def node_local_terms(volumes: Sequence[ClaimVolume]) -> list[tuple[Json, ...]]:
+    """The PV required terms of each node-local volume, one ORed term list per volume (a volume can be both
+    node-local and owned: a local PV with ReadWriteOnce)."""
+    return [v.pv_terms for v in volumes if v.pv_terms is not None]
+
+
+def node_local_required_terms(
+    view: ClusterView, namespace: str, metadata: Mapping[str, Any], spec: Mapping[str, Any]
+) -> list[Json] | None:
+    """The AND of the PV required terms of all the pod's node-local volumes; None when it has none."""
+    combined: list[Json] | None = None
+    for terms in node_local_terms(claim_volumes(view, namespace, metadata, spec)):
+        combined = and_terms(combined, terms)
+    return combined
+
+
+def first_claim_storage_class(
+    view: ClusterView, namespace: str, metadata: Mapping[str, Any], spec: Mapping[str, Any]
+) -> str | None:
+    """The StorageClass of the pod's first claim volume (DESIGN §5 step 1): the PVC's, else its PV's, else
+    for an ephemeral volume not created yet, its template's. None when nothing names one."""
+    references = claim_references(metadata, spec)
+    if not references:
+        return None
+    index, _, claim, ephemeral = references[0]
+    pvc = view.pvc(namespace, claim) if claim else None
+    if pvc is not None:
+        name = (pvc.get("spec") or {}).get("storageClassName")
+        if not name and (volume_name := (pvc.get("spec") or {}).get("volumeName")):
+            name = ((view.pv(str(volume_name)) or {}).get("spec") or {}).get("storageClassName")
+        return str(name) if name else None
+    if ephemeral:
+        name = _ephemeral_claim_spec(spec, index).get("storageClassName")
+        return str(name) if name else None
+    return None
+
+
+def _ephemeral_claim_spec(spec: Mapping[str, Any], index: int) -> Mapping[str, Any]:
+    volume = (spec.get("volumes") or [])[index]
+    template = (volume.get("ephemeral") or {}).get("volumeClaimTemplate") or {}
+    result = template.get("spec") or {}
+    return result if isinstance(result, Mapping) else {}

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Copy the policy schema (rules/policy.schema.json) into the chart's values.schema.json, so that `helm install`
+rejects an invalid `policy` value with the same rules the server applies.
+
+The policy schema is draft 2020-12 with `#/$defs/X` references; the chart schema is draft-07 (what every Helm 3
+and Helm 4 understands), with the policy's definitions under `$defs` as `policy` (the document) and `policy.X`.
+Usage: sync-chart-policy-schema.py          rewrite values.schema.json
+       sync-chart-policy-schema.py --check  exit 1 when values.schema.json is out of date
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICY_SCHEMA = ROOT / "rules" / "policy.schema.json"
+VALUES_SCHEMA = ROOT / "charts" / "storage-affinity-webhook" / "values.schema.json"
+PREFIX = "policy."
+
+
+def _rewrite(node: Any) -> Any:
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if key == "$ref":
+                if not (isinstance(value, str) and value.startswith("#/$defs/")):
+                    raise SystemExit(f"unsupported $ref in the policy schema: {value!r}")
+                if len(node) != 1:
+                    raise SystemExit(f"$ref {value!r} has siblings, which draft-07 ignores")
+                out[key] = "#/$defs/" + PREFIX + value.removeprefix("#/$defs/")
+            else:
+                out[key] = _rewrite(value)
+        return out
+    if isinstance(node, list):
+        return [_rewrite(item) for item in node]
+    return node
+
+
+def chart_defs(policy_schema: dict[str, Any]) -> dict[str, Any]:
+    """The `$defs` entries the chart schema needs for the policy, rewritten for draft-07."""
+    document = {k: v for k, v in policy_schema.items() if k not in ("$schema", "$defs", "$id")}
+    document["description"] = "The webhook policy (README.md, Policy); synced from rules/policy.schema.json."
+    defs = {"policy": _rewrite(document)}
+    for name, sub in (policy_schema.get("$defs") or {}).items():
+        defs[PREFIX + name] = _rewrite(sub)
+    return defs
+
+
+def synced(values_schema: dict[str, Any], policy_schema: dict[str, Any]) -> dict[str, Any]:
+    result = dict(values_schema)
+    result["$defs"] = chart_defs(policy_schema)
+    return result
+
+
+def main(argv: list[str]) -> int:
+    policy_schema = json.loads(POLICY_SCHEMA.read_text())
+    current = json.loads(VALUES_SCHEMA.read_text())
+    wanted = synced(current, policy_schema)
+    if "--check" in argv:
+        if current != wanted:
+            print(f"{VALUES_SCHEMA.relative_to(ROOT)} is out of date: run scripts/sync-chart-policy-schema.py")
+            return 1
+        return 0
+    VALUES_SCHEMA.write_text(json.dumps(wanted, indent=2, ensure_ascii=False) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

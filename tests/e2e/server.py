@@ -1,0 +1,104 @@
+"""Start the real server as `storage-affinity-webhook serve` does: gunicorn, gevent workers, TLS."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+from tests.support import ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def issue_certs(out: Path) -> Path:
+    """Certificates from the project's own `certs` command; returns the CA bundle path."""
+    subprocess.run(
+        [sys.executable, "-m", "webhook", "certs", "--service", "saw", "--namespace", "saw-system", "--out", str(out)],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+    )
+    return out / "ca.crt"
+
+
+@dataclass
+class Server:
+    url: str
+    ca: Path
+    process: subprocess.Popen[bytes]
+    metrics_dir: Path
+    log: Path
+
+    def session(self) -> requests.Session:
+        session = requests.Session()
+        session.trust_env = False  # REQUESTS_CA_BUNDLE would otherwise override `verify`
+        session.verify = str(self.ca)
+        return session
+
+
+@contextmanager
+def running_server(tmp: Path, *args: str, workers: int = 2, env: dict[str, str] | None = None) -> Iterator[Server]:
+    certs = tmp / "certs"
+    ca = issue_certs(certs)
+    port = free_port()
+    metrics_dir = tmp / "metrics"
+    metrics_dir.mkdir()
+    log = tmp / "server.log"
+    command = [
+        sys.executable,
+        "-m",
+        "webhook",
+        "serve",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--cert",
+        str(certs / "tls.crt"),
+        "--key",
+        str(certs / "tls.key"),
+        "--workers",
+        str(workers),
+        "--namespace",
+        "saw-system",
+        *args,
+    ]
+    environment = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), **(env or {})}
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT)
+    # The certificate's SANs include localhost: verification is real, by name.
+    server = Server(f"https://localhost:{port}", ca, process, metrics_dir, log)
+    try:
+        _wait_ready(server)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _wait_ready(server: Server, deadline: float = 30.0) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"server exited: {server.log.read_text()[-3000:]}")
+        try:
+            if requests.get(server.url + "/readyz", verify=str(server.ca), timeout=1).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"server not ready: {server.log.read_text()[-3000:]}")

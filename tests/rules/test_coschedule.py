@@ -1,0 +1,101 @@
+"""Co-scheduling of data movers (DESIGN §4): the table in tests/data/coschedule/*.yaml, run through the
+mutating and then the validating pipeline exactly as the API server chains them."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rules import pipeline
+from rules.model import Json, Severity
+from tests.support import DATA, load_yaml, mutate_checked, policy, subject, view_from
+
+CASES_DIR = DATA / "coschedule"
+LIBRARY = load_yaml(CASES_DIR / "library.yaml")
+CASE_KEYS = {
+    "name", "why", "state", "policy", "mover", "job", "patch", "warnings", "violations",
+    "validation_warnings", "reasons", "audit",
+}  # fmt: skip
+
+
+def merged(base: Any, override: Any) -> Any:
+    """Maps merge recursively, anything else replaces (so a case can swap a pod's whole volume list)."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        out = copy.deepcopy(base)
+        for key, value in override.items():
+            out[key] = merged(base.get(key), value) if key in base else copy.deepcopy(value)
+        return out
+    return copy.deepcopy(override)
+
+
+def shorthand_pod(spec: Json) -> Json:
+    """`{pod: db-0, claims: [data], phase: Running, node: n, ...}` as a complete Pod in namespace shop."""
+    volumes: list[Json] = [{"name": c, "persistentVolumeClaim": {"claimName": c}} for c in spec.get("claims", ())]
+    volumes += [{"name": v, "ephemeral": {"volumeClaimTemplate": {"spec": {}}}} for v in spec.get("ephemeral", ())]
+    metadata: Json = {"name": spec["pod"], "namespace": spec.get("namespace", "shop")}
+    for key, field in (("created", "creationTimestamp"), ("labels", "labels"), ("annotations", "annotations")):
+        if key in spec:
+            metadata[field] = spec[key]
+    if spec.get("deleting"):
+        metadata["deletionTimestamp"] = "2026-01-02T00:00:00Z"
+    pod_spec: Json = {"containers": [{"name": "app", "image": "busybox"}], "volumes": volumes}
+    if "node" in spec:
+        pod_spec["nodeName"] = spec["node"]
+    if "tolerations" in spec:
+        pod_spec["tolerations"] = spec["tolerations"]
+    pod: Json = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+    if "phase" in spec:
+        pod["status"] = {"phase": spec["phase"]}
+    return pod
+
+
+def state_object(entry: Any) -> Json:
+    if isinstance(entry, str):
+        return copy.deepcopy(LIBRARY["objects"][entry])
+    if isinstance(entry, dict) and "pod" in entry:
+        return shorthand_pod(entry)
+    return copy.deepcopy(entry)
+
+
+def load_cases() -> list[Any]:
+    params = []
+    for path in sorted(CASES_DIR.glob("*.yaml")):
+        if path.name == "library.yaml":
+            continue
+        for case in load_yaml(path):
+            unknown = set(case) - CASE_KEYS
+            assert not unknown, f"{path.name}: {case.get('name')}: unknown keys {unknown}"
+            params.append(pytest.param(case, id=f"{Path(path).stem}:{case['name']}"))
+    return params
+
+
+def subject_object(case: Json) -> Json:
+    if "job" in case:
+        return merged(LIBRARY["job"], case["job"] or {})
+    return merged(LIBRARY["mover"], case.get("mover") or {})
+
+
+@pytest.mark.parametrize("case", load_cases())
+def test_case(case: Json) -> None:
+    view = view_from(*(state_object(e) for e in case.get("state", ())))
+    pol = policy(case.get("policy"))
+    obj = subject_object(case)
+
+    mutation, result = mutate_checked(obj, view, pol)
+
+    assert mutation.patch == case["patch"]
+    assert mutation.warnings == case.get("warnings", [])
+    for expected in case.get("reasons", ()):
+        assert any(expected in reason for reason in mutation.reasons), (expected, mutation.reasons)
+    if "audit" in case:
+        assert mutation.audit == case["audit"]
+
+    validation = pipeline.validate(subject(result), view, pol)
+    denials = [{"field": f.field, "message": f.message} for f in validation.findings if f.severity is Severity.DENY]
+    warnings = [{"field": f.field, "message": f.message} for f in validation.findings if f.severity is Severity.WARN]
+    assert denials == case.get("violations", [])
+    assert warnings == case.get("validation_warnings", [])
+    assert validation.allowed == (not denials)

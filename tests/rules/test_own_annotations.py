@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rules import pipeline
+from rules.annotations import annotation_problems
+from tests.support import DATA, load_yaml, policy, subject, view_from
+
+CASES = load_yaml(DATA / "own_annotations.yaml")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c["name"])
+def test_own_annotation_findings(case: dict[str, Any]) -> None:
+    assert annotation_problems(case["annotations"]) == [tuple(f) for f in case["findings"]]
+
+
+def _pod(annotations: dict[str, str], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "apps", "annotations": annotations, "labels": labels or {}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+
+
+def test_pipeline_denies_with_every_problem_numbered() -> None:
+    pod = _pod({"storage-affinity.io/role": "x", "storage-affinity.io/placment": "nodeName"})
+    decision = pipeline.validate(subject(pod), view_from(), policy())
+    assert not decision.allowed
+    assert pipeline.denial_message(decision.denials) == (
+        "storage-affinity-webhook denied: 2 problems: "
+        '(1) metadata.annotations[storage-affinity.io/role]: "x" is not one of none, mover, backup, restore; '
+        '(2) metadata.annotations[storage-affinity.io/placment]: unknown annotation (did you mean "placement"?)'
+    )
+
+
+def test_job_template_paths_are_prefixed() -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "apps"},
+        "spec": {"template": _pod({"storage-affinity.io/role": "x"})},
+    }
+    decision = pipeline.validate(subject(job), view_from(), policy())
+    assert [f.field for f in decision.denials] == ["spec.template.metadata.annotations[storage-affinity.io/role]"]
+
+
+def test_update_checks_only_changed_annotations() -> None:
+    old = _pod({"storage-affinity.io/role": "x"})
+    new = _pod({"storage-affinity.io/role": "x", "storage-affinity.io/storage-class": "Bad Class"})
+    decision = pipeline.validate(subject(new, "UPDATE", old=old), view_from(), policy())
+    assert [f.field for f in decision.denials] == ["metadata.annotations[storage-affinity.io/storage-class]"]
+
+
+def test_warn_enforcement_turns_denials_into_warnings() -> None:
+    pod = _pod({"storage-affinity.io/role": "x"})
+    decision = pipeline.validate(
+        subject(pod), view_from(), policy({"validation": {"annotations": {"enforcement": "warn"}}})
+    )
+    assert decision.allowed
+    assert decision.warnings == [
+        'metadata.annotations[storage-affinity.io/role]: "x" is not one of none, mover, backup, restore'
+    ]
+
+
+def test_excluded_namespace_is_not_validated() -> None:
+    pod = _pod({"storage-affinity.io/role": "x"})
+    pod["metadata"]["namespace"] = "kube-system"
+    assert pipeline.validate(subject(pod), view_from(), policy()).allowed

@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from rules.policy import default_policy
+from tests.support import EXAMPLES, fixtures, load_yaml
+from tests.webhook.review_checks import check_response
+from webhook.app import create_app
+from webhook.runtime import Runtime
+from webhook.state.static import load_static_state
+
+
+@pytest.fixture
+def client() -> FlaskClient:
+    runtime = Runtime(policy=default_policy(), view=load_static_state([EXAMPLES / "cluster.yaml"]), namespace="saw")
+    return create_app(runtime, max_body=64 * 1024, trivial_endpoint=True).test_client()
+
+
+def post(client: FlaskClient, endpoint: str, body: Any) -> Any:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return client.post(f"/{endpoint}", data=data, content_type="application/json")
+
+
+@pytest.mark.parametrize("endpoint", ["mutate", "validate"])
+@pytest.mark.parametrize(("name", "review"), fixtures(), ids=[n for n, _ in fixtures()])
+def test_foreign_fixtures_are_answered_as_the_api_server_requires(
+    client: FlaskClient, endpoint: str, name: str, review: dict[str, Any]
+) -> None:
+    answer = post(client, endpoint, review)
+    assert answer.status_code == 200, answer.text
+    assert answer.content_type == "application/json"
+    check_response(review, answer.get_json(), mutating=endpoint == "mutate")
+
+
+def test_fixture_coverage_includes_every_shape() -> None:
+    names = [n for n, _ in fixtures()]
+    assert len(names) == 24
+    versions = {review["apiVersion"] for _, review in fixtures()}
+    assert versions == {"admission.k8s.io/v1", "admission.k8s.io/v1beta1"}
+
+
+def _mover_review() -> dict[str, Any]:
+    pod = load_yaml(EXAMPLES / "mover-pod.yaml")
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "abc",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE",
+            "namespace": "shop",
+            "name": pod["metadata"]["name"],
+            "object": pod,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "text"),
+    [
+        (b"{", 400, "request body is not JSON"),
+        ({"apiVersion": "v1", "kind": "Pod"}, 400, 'request body is not an AdmissionReview: kind is "Pod"'),
+        ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}, 400, "AdmissionReview has no request"),
+        (b"x" * (64 * 1024 + 1), 413, "request body is larger than the limit of 65536 bytes"),
+    ],
+)
+@pytest.mark.parametrize("endpoint", ["mutate", "validate"])
+def test_bad_bodies_get_a_clear_plain_text_error(
+    client: FlaskClient, endpoint: str, body: Any, status: int, text: str
+) -> None:
+    answer = post(client, endpoint, body)
+    assert answer.status_code == status
+    assert answer.content_type.startswith("text/plain")
+    assert text in answer.text
+
+
+def test_wrong_types_in_the_object_name_the_field(client: FlaskClient) -> None:
+    review = _mover_review()
+    review["request"]["object"]["spec"]["volumes"] = "data-db-0"
+    answer = post(client, "mutate", review)
+    assert answer.status_code == 400
+    assert answer.text == "request.object.spec.volumes: must be a list, not string\n"
+    review = _mover_review()
+    review["request"]["object"]["metadata"]["annotations"] = {"storage-affinity.io/role": 1}
+    answer = post(client, "validate", review)
+    assert answer.status_code == 400
+    assert (
+        answer.text == "request.object.metadata.annotations[storage-affinity.io/role]: must be a string, not number\n"
+    )
+
+
+def test_dry_run_is_answered_like_a_real_request(client: FlaskClient) -> None:
+    review = _mover_review()
+    real = post(client, "mutate", review).get_json()
+    review["request"]["dryRun"] = True
+    assert post(client, "mutate", review).get_json() == real
+
+
+def test_a_failing_rule_never_becomes_a_5xx(client: FlaskClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rules import pipeline
+
+    def broken(ctx: Any, target: Any) -> None:
+        raise KeyError("boom")
+
+    monkeypatch.setitem(pipeline.MUTATORS, "mover", broken)
+    answer = post(client, "mutate", _mover_review())
+    assert answer.status_code == 200
+    response = answer.get_json()["response"]
+    assert response["allowed"] is True
+    assert "patch" not in response
+    assert response["warnings"] == [
+        "storage-affinity-webhook admitted this unchanged: internal error in tests.webhook.test_app: KeyError"
+    ]
+    assert response["auditAnnotations"]["lookup-failure"].startswith("internal error")
+
+
+def test_health_readiness_and_metrics(client: FlaskClient) -> None:
+    assert client.get("/healthz").text == "ok\n"
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert "[+] policy: ok (embedded default)" in ready.text
+    post(client, "validate", _mover_review())
+    metrics = client.get("/metrics").text
+    assert (
+        'storage_affinity_admission_requests_total{endpoint="validate",kind="Pod",operation="CREATE",outcome="allowed"}'
+        in metrics
+    )
+
+
+def test_trivial_endpoint_allows_everything(client: FlaskClient) -> None:
+    answer = post(client, "allow", _mover_review()).get_json()
+    assert answer["response"] == {"uid": "abc", "allowed": True}

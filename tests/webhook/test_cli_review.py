@@ -1,0 +1,114 @@
+"""The `review` command: input forms, output forms and exit codes, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support import EXAMPLES, ROOT
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "webhook", "review", *args],
+        check=False,
+        cwd=ROOT,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+CLUSTER = ("--cluster", str(EXAMPLES / "cluster.yaml"))
+
+
+def test_plain_pod_is_allowed_unchanged_as_json() -> None:
+    result = run("-f", str(EXAMPLES / "plain-pod.yaml"), *CLUSTER)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert set(out) == {"allowed", "patch", "object", "warnings", "violations", "decisions"}
+    assert out["allowed"] is True
+    assert out["patch"] == []
+    assert out["object"] == yaml.safe_load((EXAMPLES / "plain-pod.yaml").read_text())
+    assert out["decisions"] == ["role: none (no role matches)"]
+
+
+def test_denied_pod_exits_1_and_lists_every_problem() -> None:
+    result = run("-f", str(EXAMPLES / "bad-annotations-pod.yaml"), *CLUSTER)
+    assert result.returncode == 1
+    out = json.loads(result.stdout)
+    assert [v["field"] for v in out["violations"]] == [
+        "metadata.annotations[storage-affinity.io/placment]",
+        "metadata.annotations[storage-affinity.io/load-affinity][0].nodeSelector",
+    ]
+    assert result.stderr.startswith("Error: storage-affinity-webhook denied: 2 problems: (1) ")
+
+
+def test_output_forms(tmp_path: Path) -> None:
+    pod = EXAMPLES / "plain-pod.yaml"
+    assert json.loads(run("-f", str(pod), "-o", "patch").stdout) == []
+    assert yaml.safe_load(run("-f", str(pod), "-o", "yaml").stdout) == yaml.safe_load(pod.read_text())
+
+
+def test_stdin_and_admission_review_input() -> None:
+    pod = yaml.safe_load((EXAMPLES / "plain-pod.yaml").read_text())
+    review = {
+        "apiVersion": "admission.k8s.io/v1beta1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "x",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE",
+            "namespace": "shop",
+            "object": pod,
+        },
+    }
+    result = run("-f", "-", stdin=json.dumps(review))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["allowed"] is True
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("kind: Pod\nmetadata: {name: [\n", "storage-affinity-webhook: <stdin>: YAML syntax error at line 3"),
+        ("a: 1\n---\nb: 2\n", "storage-affinity-webhook: <stdin>: expected exactly one document, found 2"),
+        ("just text\n", "storage-affinity-webhook: input is neither an AdmissionReview nor a Kubernetes manifest"),
+        (
+            "kind: Pod\nmetadata: {name: p}\nspec: {volumes: x}\n",
+            "storage-affinity-webhook: spec.volumes: must be a list, not string",
+        ),
+        (
+            '{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1"}',
+            "storage-affinity-webhook: AdmissionReview has no request",
+        ),
+    ],
+)
+def test_bad_input_exits_2_with_a_clear_message(content: str, message: str) -> None:
+    result = run("-f", "-", stdin=content)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith(message), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_file_and_bad_policy_exit_2(tmp_path: Path) -> None:
+    assert run("-f", str(tmp_path / "nope.yaml")).returncode == 2
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("coScheduling: {placement: nodename}\n")
+    result = run("-f", str(EXAMPLES / "plain-pod.yaml"), "--policy", str(policy))
+    assert result.returncode == 2
+    assert result.stderr == (
+        f'storage-affinity-webhook: {policy}: coScheduling.placement: "nodename" is not one of requiredAffinity, '
+        "nodeSelector, nodeName\n"
+    )
+
+
+def test_usage_error_exits_2() -> None:
+    assert run().returncode == 2
