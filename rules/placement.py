@@ -24,6 +24,7 @@ from rules.nodeaffinity import (
     term_matches,
     volume_terms_match,
 )
+from rules.volumes import claim_volumes
 
 FAMILY = "placement"
 REQUIRED_KEY = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -41,25 +42,16 @@ class LocalVolume:
     terms: list[Json]
 
 
-def bound_pv_required_terms(view: ClusterView, namespace: str, spec: Mapping[str, Any]) -> list[LocalVolume]:
-    """The required node affinity of the PVs bound to the pod's `persistentVolumeClaim` volumes.
-
-    Only claims already bound (`spec.volumeName` set, PV known) constrain the pod; an unbound claim's PV is
-    chosen by the scheduler, with the pod's constraints in mind.
-    """
-    found = []
-    for volume in spec.get("volumes") or ():
-        claim_name = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-        if not claim_name:
-            continue
-        claim = view.pvc(namespace, claim_name)
-        pv_name = ((claim or {}).get("spec") or {}).get("volumeName")
-        pv = view.pv(pv_name) if pv_name else None
-        required = (((pv or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required")
-        if pv_name and required is not None:
-            terms = list(required.get("nodeSelectorTerms") or [])
-            found.append(LocalVolume(str(volume.get("name")), claim_name, pv_name, terms))
-    return found
+def bound_pv_required_terms(
+    view: ClusterView, namespace: str, metadata: Mapping[str, Any], spec: Mapping[str, Any]
+) -> list[LocalVolume]:
+    """The node-local volumes of a pod (rules.volumes' classification): PVs bound to its claims that carry
+    `nodeAffinity.required`. An unbound claim's PV is still the scheduler's choice, made with the pod in mind."""
+    return [
+        LocalVolume(v.volume, str(v.claim), str((v.pv or {}).get("metadata", {}).get("name")), list(v.pv_terms))
+        for v in claim_volumes(view, namespace, metadata, spec)
+        if v.pv_terms is not None
+    ]
 
 
 def placement_consistency(ctx: Context, target: PodTarget) -> None:
@@ -67,7 +59,7 @@ def placement_consistency(ctx: Context, target: PodTarget) -> None:
     if target.kind != "Pod" or ctx.subject.operation != "CREATE":
         return
     spec = target.spec
-    local = bound_pv_required_terms(ctx.view, target.namespace, spec)
+    local = bound_pv_required_terms(ctx.view, target.namespace, target.metadata, spec)
     before = len(ctx.decision.findings)
     node_name = spec.get("nodeName")
     if node_name:

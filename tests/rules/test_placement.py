@@ -11,7 +11,7 @@ from rules import pipeline
 from rules.model import Json
 from rules.nodeaffinity import pod_fits_node, terms_match, volume_terms_match
 from rules.placement import LocalVolume, bound_pv_required_terms
-from tests.support import DATA, load_yaml, policy, subject, validate_strict, view_from
+from tests.support import DATA, load_yaml, mutate_checked, policy, subject, validate_strict, view_from
 
 AFFINITY = load_yaml(DATA / "placement" / "node_affinity.yaml")
 CONSISTENCY = load_yaml(DATA / "placement" / "consistency.yaml")
@@ -26,7 +26,7 @@ def params(table: Json) -> list[Any]:
 def test_node_affinity_table(case: Json) -> None:
     node = NODES[case.get("node", "a")]
     assert terms_match(case["terms"], node) is case["matches"]
-    spec = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}}
+    spec: Json = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}}
     spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] = case[
         "terms"
     ]
@@ -160,8 +160,30 @@ def test_bound_pv_required_terms() -> None:
         ]
     }
     hostname = [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]}]}]
-    found = bound_pv_required_terms(view, "shop", spec)
+    found = bound_pv_required_terms(view, "shop", {"name": "app-0"}, spec)
     assert [(lv.volume, lv.claim, lv.pv) for lv in found] == [("a", "data-a", "local-a"), ("z", "zonal", "zonal")]
     assert found[0] == LocalVolume("a", "data-a", "local-a", hostname)
     assert len(found[1].terms) == 2
-    assert bound_pv_required_terms(view, "other", spec) == []
+    assert bound_pv_required_terms(view, "other", {"name": "app-0"}, spec) == []
+
+
+# --- the two webhooks never contradict each other ------------------------------------------------------------
+
+
+def load_affinity_outputs() -> list[Any]:
+    from tests.rules import test_loadaffinity as la
+
+    return [pytest.param(la, case, id=case["name"]) for case in la.TABLE["cases"]]
+
+
+@pytest.mark.parametrize(("la", "case"), load_affinity_outputs())
+def test_load_affinity_output_passes_validation(la: Any, case: Json) -> None:
+    """Whatever load affinity writes, placement consistency never denies, and it calls a pod Pending exactly when
+    the mutation said no node is left: the two webhooks agree."""
+    view = view_from(*la.CLUSTER, *(case.get("cluster") or ()))
+    pol = policy(case.get("policy") or {})
+    mutation, result = mutate_checked(la.build(case["pod"]), view, pol)
+    decision = pipeline.validate(subject(result), view, pol)
+    assert [f.text() for f in decision.denials if f.family in ("placement", "diskAnnotations")] == []
+    pending = [w for w in decision.warnings if w.startswith("spec: no known node fits")]
+    assert bool(pending) == any("stay Pending" in w for w in mutation.warnings), (pending, mutation.warnings)
