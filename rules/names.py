@@ -20,7 +20,7 @@ def dns1123_label_error(value: str) -> str | None:
         return "must not be empty"
     if len(value) > 63:
         return f"{value!r} is longer than 63 characters"
-    if not _DNS1123_LABEL.match(value):
+    if not _DNS1123_LABEL.fullmatch(value):
         return f"{value!r} is not a DNS-1123 label (lower case alphanumerics and '-', alphanumeric at both ends)"
     return None
 
@@ -31,7 +31,7 @@ def dns1123_subdomain_error(value: str) -> str | None:
         return "must not be empty"
     if len(value) > 253:
         return f"{value!r} is longer than 253 characters"
-    if not _DNS1123_SUBDOMAIN.match(value):
+    if not _DNS1123_SUBDOMAIN.fullmatch(value):
         return f"{value!r} is not a valid name (lower case alphanumerics, '-' and '.', alphanumeric at both ends)"
     return None
 
@@ -44,13 +44,13 @@ def label_key_error(key: str) -> str | None:
     if slash:
         if not prefix:
             return f"label key {key!r} has an empty prefix"
-        if len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix):
+        if len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix):
             return f"label key {key!r} has a prefix that is not a DNS-1123 subdomain"
     if not name:
         return f"label key {key!r} has an empty name"
     if len(name) > 63:
         return f"label key {key!r} has a name longer than 63 characters"
-    if not _QUALIFIED_NAME.match(name):
+    if not _QUALIFIED_NAME.fullmatch(name):
         return f"label key {key!r} is not a qualified name (alphanumerics, '-', '_' and '.', alphanumeric at both ends)"
     return None
 
@@ -59,6 +59,6 @@ def label_value_error(value: str) -> str | None:
     """Why `value` is not a valid label value (empty is valid), or None."""
     if len(value) > 63:
         return f"label value {value!r} is longer than 63 characters"
-    if not _LABEL_VALUE.match(value):
+    if not _LABEL_VALUE.fullmatch(value):
         return f"label value {value!r} is not valid (alphanumerics, '-', '_' and '.', alphanumeric at both ends)"
     return None

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rules.model import Json
-from rules.selectors import requirement_matches
+from rules.names import label_key_error, label_value_error
+from rules.selectors import is_int64, requirement_matches
 
 NODE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -31,17 +32,44 @@ def required_terms(spec: Mapping[str, Any]) -> list[Json] | None:
 
 
 def term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
-    """A term matches when all of its requirements hold; an empty term matches no node (API semantics)."""
+    """A term matches when all of its requirements hold; an empty term matches no node (API semantics).
+
+    As in component-helpers' LazyErrorNodeSelector, a requirement the API could not parse (unknown operator,
+    `In` without values, `Exists` with values, `Gt` with a non-integer) makes its whole term match nothing.
+    """
     expressions = term.get("matchExpressions") or []
     fields = term.get("matchFields") or []
     if not expressions and not fields:
         return False
     metadata = node.get("metadata") or {}
     labels = metadata.get("labels") or {}
-    if not all(requirement_matches(expr, labels) for expr in expressions):
+    if not all(_expression_parses(expr) and requirement_matches(expr, labels) for expr in expressions):
         return False
-    field_values = {"metadata.name": metadata.get("name", "")}
-    return all(expr.get("key") in field_values and requirement_matches(expr, field_values) for expr in fields)
+    return all(_field_matches(expr, str(metadata.get("name") or "")) for expr in fields)
+
+
+def _expression_parses(expr: Mapping[str, Any]) -> bool:
+    """What `labels.NewRequirement` accepts: a valid key, and the values each operator needs."""
+    key, operator, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+    if not isinstance(key, str) or label_key_error(key) is not None:
+        return False
+    if operator in ("In", "NotIn"):
+        return bool(values) and all(isinstance(v, str) and label_value_error(v) is None for v in values)
+    if operator in ("Exists", "DoesNotExist"):
+        return not values
+    if operator in ("Gt", "Lt"):
+        return len(values) == 1 and is_int64(values[0])
+    return False
+
+
+def _field_matches(expr: Mapping[str, Any], node_name: str) -> bool:
+    """A node field requirement: only In/NotIn with exactly one value; the node's only field is metadata.name."""
+    operator, values = expr.get("operator"), expr.get("values") or []
+    if operator not in ("In", "NotIn") or len(values) != 1:
+        return False
+    actual = node_name if expr.get("key") == "metadata.name" else ""  # fields.Set.Get of a missing field
+    equal: bool = actual == values[0]
+    return equal if operator == "In" else not equal
 
 
 def terms_match(terms: Sequence[Mapping[str, Any]], node: Mapping[str, Any]) -> bool:
@@ -54,11 +82,21 @@ def node_selector_matches(selector: Mapping[str, str], node: Mapping[str, Any]) 
 
 
 def pod_fits_node(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
-    """Whether the node passes the pod's `nodeSelector` and required node affinity (kubelet's NodeAffinity)."""
+    """Whether the node passes the pod's `nodeSelector` and required node affinity (kubelet's NodeAffinity).
+
+    A required node affinity that is present but has no terms matches no node, as in the API.
+    """
     if not node_selector_matches(spec.get("nodeSelector") or {}, node):
         return False
-    terms = required_terms(spec)
-    return terms is None or terms_match(terms, node)
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED[-1])
+    return required is None or terms_match(required.get("nodeSelectorTerms") or [], node)
+
+
+def volume_terms_match(terms: Sequence[Mapping[str, Any]], node: Mapping[str, Any]) -> bool:
+    """A PV's `nodeAffinity.required` against a node, as the scheduler and kubelet check it: on the node's labels
+    only (`CheckNodeAffinity` builds a Node with labels and no name, so `matchFields` never match a PV)."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return terms_match(terms, {"metadata": {"labels": labels}})
 
 
 def label_selector_term(selector: Mapping[str, Any]) -> Json:

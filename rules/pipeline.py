@@ -172,7 +172,6 @@ def policy_config_map(ctx: Context, config_map: Json) -> None:
 POD_VALIDATORS.append(own_annotations)
 CONFIG_MAP_VALIDATORS.append(policy_config_map)
 
-
 # --- co-scheduling of data movers (issue 3) ---------------------------------------------------------------------
 from rules import coschedule, coschedule_check  # noqa: E402  (rule modules import rules.context, never this)
 
@@ -187,3 +186,9 @@ MUTATORS["restore"] = loadaffinity.mutate_restore
 POD_VALIDATORS.append(loadaffinity_validation.load_affinity_annotations)
 CONFIG_MAP_VALIDATORS.append(loadaffinity_validation.velero_config_map)
 CONFIG_MAP_VALIDATORS.append(loadaffinity_validation.policy_config_map_cluster)
+
+# --- validation: disk annotations and placement consistency (issue 5) -----------------------------------------
+from rules import disk, placement  # noqa: E402  (registered after the pipeline they plug into exists)
+
+POD_VALIDATORS.append(disk.disk_annotations)
+POD_VALIDATORS.append(placement.placement_consistency)

@@ -109,7 +109,9 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
     base = default_document()
     roles = {**base["roles"], **(doc.get("roles") or {})}
     co = {**base["coScheduling"], **(doc.get("coScheduling") or {})}
-    validation = {**base["validation"], **(doc.get("validation") or {})}
+    # Only the document's own per-family settings override its `enforcement`: the embedded default spells out
+    # `deny` per family, and merging that in would keep `enforcement: warn` from relaxing those families.
+    validation = doc.get("validation") or {}
     source_cm = (doc.get("loadAffinitySource") or {}).get("configMap")
     return Policy(
         enforcement=doc.get("enforcement", base["enforcement"]),
@@ -152,8 +154,9 @@ def policy_from_config_map(config_map: Mapping[str, Any], source: str = "policy 
         raise PolicyError([(f"data[{POLICY_KEY}]", f"must be a string, not {type_name(text)}")], source)
     try:
         documents = load_documents(text, f"data[{POLICY_KEY}]")
-    except DocumentError as exc:
-        raise PolicyError([(f"data[{POLICY_KEY}]", str(exc))], source) from None
+    except DocumentError as exc:  # its text starts with the source, which the path already names
+        message = str(exc).removeprefix(f"data[{POLICY_KEY}]: ")
+        raise PolicyError([(f"data[{POLICY_KEY}]", message)], source) from None
     if len(documents) > 1:
         raise PolicyError([(f"data[{POLICY_KEY}]", "must hold exactly one YAML document")], source)
     doc = documents[0] if documents else {}

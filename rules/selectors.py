@@ -6,12 +6,14 @@ An empty selector matches everything, a missing one nothing (callers decide whic
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from rules.names import label_key_error, label_value_error
 
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+_INT = re.compile(r"^[+-]?[0-9]+$")
 
 Problem = tuple[str, str]  # (field path, message)
 
@@ -78,7 +80,7 @@ def requirement_problems(expr: Any, path: str, operators: tuple[str, ...]) -> li
     elif operator in ("Gt", "Lt"):
         if count != 1:
             problems.append((f"{path}.values", f"must have exactly one value when operator is {operator}"))
-        elif not _is_int(first := next(iter(values or [""]))):
+        elif not is_int64(first := next(iter(values or [""]))):
             problems.append((f"{path}.values[0]", f"{first!r} is not an integer (operator {operator})"))
     if operator in ("In", "NotIn") and values:
         for j, value in enumerate(values):
@@ -110,7 +112,7 @@ def requirement_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> b
     if operator == "DoesNotExist":
         return not present
     if operator in ("Gt", "Lt"):
-        if not present or len(values) != 1 or not _is_int(labels[key]) or not _is_int(values[0]):
+        if not present or len(values) != 1 or not is_int64(labels[key]) or not is_int64(values[0]):
             return False
         actual, bound = int(labels[key]), int(values[0])
         return actual > bound if operator == "Gt" else actual < bound
@@ -134,9 +136,8 @@ def type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def _is_int(text: str) -> bool:
-    try:
-        int(text, 10)
-    except (TypeError, ValueError):
+def is_int64(text: str) -> bool:
+    """Go's `strconv.ParseInt(text, 10, 64)`: an optional sign, ASCII digits, 64-bit range (no spaces or '_')."""
+    if not isinstance(text, str) or not _INT.fullmatch(text):
         return False
-    return True
+    return -(2**63) <= int(text) < 2**63

@@ -1,0 +1,169 @@
+"""Placement consistency (DESIGN §6): a new pod's node constraints must agree with each other, with its Node and
+with the node-local volumes it mounts.
+
+Checked on Pod CREATE on the object as it reaches the validating webhook, after every mutating webhook. A pod
+whose `spec.nodeName` fails its own node affinity is rejected by the kubelet (`NodeAffinity`) after it was
+admitted; a pod pinned away from its local PV never starts (the KubeVirt failure: the VM on one node, its disk on
+another). Both are cheaper to refuse here, with a message that names the node, the volume and the PV.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rules.cluster import ClusterView
+from rules.context import Context, PodTarget
+from rules.model import Json, Severity
+from rules.nodeaffinity import (
+    node_selector_matches,
+    pinned_node,
+    pod_fits_node,
+    required_terms,
+    term_matches,
+    volume_terms_match,
+)
+from rules.volumes import claim_volumes
+
+FAMILY = "placement"
+REQUIRED_KEY = "requiredDuringSchedulingIgnoredDuringExecution"
+REQUIRED_PATH = f"spec.affinity.nodeAffinity.{REQUIRED_KEY}"
+KUBELET = "the kubelet would reject the pod (NodeAffinity)"
+
+
+@dataclass(frozen=True)
+class LocalVolume:
+    """A pod volume whose claim is bound to a PV with `nodeAffinity.required`: it can only be used there."""
+
+    volume: str
+    claim: str
+    pv: str
+    terms: list[Json]
+
+
+def bound_pv_required_terms(
+    view: ClusterView, namespace: str, metadata: Mapping[str, Any], spec: Mapping[str, Any]
+) -> list[LocalVolume]:
+    """The node-local volumes of a pod (rules.volumes' classification): PVs bound to its claims that carry
+    `nodeAffinity.required`. An unbound claim's PV is still the scheduler's choice, made with the pod in mind."""
+    return [
+        LocalVolume(v.volume, str(v.claim), str((v.pv or {}).get("metadata", {}).get("name")), list(v.pv_terms))
+        for v in claim_volumes(view, namespace, metadata, spec)
+        if v.pv_terms is not None
+    ]
+
+
+def placement_consistency(ctx: Context, target: PodTarget) -> None:
+    """The validating rule; Pods on CREATE only (a Job template gets checked when its pods are created)."""
+    if target.kind != "Pod" or ctx.subject.operation != "CREATE":
+        return
+    spec = target.spec
+    local = bound_pv_required_terms(ctx.view, target.namespace, target.metadata, spec)
+    before = len(ctx.decision.findings)
+    node_name = spec.get("nodeName")
+    if node_name:
+        _check_named_node(ctx, spec, str(node_name), local)
+        return
+    pinned = pinned_node(required_terms(spec))
+    if pinned:
+        node = ctx.view.node(pinned)
+        if node is not None:
+            for lv in local:
+                if not volume_terms_match(lv.terms, node):
+                    ctx.find(REQUIRED_PATH, f'pins the pod to node "{pinned}" (matchFields), but {_away(lv)}', FAMILY)
+    if len(ctx.decision.findings) == before:
+        _check_satisfiable(ctx, spec, local)
+
+
+def _check_named_node(ctx: Context, spec: Mapping[str, Any], node_name: str, local: list[LocalVolume]) -> None:
+    node = ctx.view.node(node_name)
+    if node is None:
+        if any(True for _ in ctx.view.nodes()):
+            ctx.find(
+                "spec.nodeName",
+                f'node "{node_name}" is not known: if it does not exist the pod never starts',
+                FAMILY,
+                Severity.WARN,
+            )
+        return
+    selector = spec.get("nodeSelector") or {}
+    if not node_selector_matches(selector, node):
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        misses = [
+            f'{key}="{labels[key]}", not "{value}"' if key in labels else f"no label {key}"
+            for key, value in selector.items()
+            if labels.get(key) != value
+        ]
+        ctx.find("spec.nodeSelector", f'node "{node_name}" (spec.nodeName) has {", ".join(misses)}; {KUBELET}', FAMILY)
+    required = _required(spec)
+    if required is not None and not pod_fits_node({"affinity": spec.get("affinity")}, node):
+        terms = required.get("nodeSelectorTerms") or []
+        why = "; ".join(f"term {i}: {_failing(term, node)}" for i, term in enumerate(terms)) or "no terms"
+        ctx.find(
+            REQUIRED_PATH,
+            f'node "{node_name}" (spec.nodeName) matches none of the required terms ({why}); {KUBELET}',
+            FAMILY,
+        )
+    for lv in local:
+        if not volume_terms_match(lv.terms, node):
+            ctx.find("spec.nodeName", f'pins the pod to node "{node_name}", but {_away(lv)}', FAMILY)
+
+
+def _check_satisfiable(ctx: Context, spec: Mapping[str, Any], local: list[LocalVolume]) -> None:
+    """Warn when no known Node passes nodeSelector, required affinity and the PVs' terms together."""
+    nodes = list(ctx.view.nodes())
+    if not nodes:
+        return
+    if any(pod_fits_node(spec, node) and all(volume_terms_match(lv.terms, node) for lv in local) for node in nodes):
+        return
+    parts = []
+    if spec.get("nodeSelector"):
+        parts.append("nodeSelector")
+    if _required(spec) is not None:
+        parts.append("required node affinity")
+    parts.extend(f'volume "{lv.volume}" (PV {lv.pv})' for lv in local)
+    ctx.find("spec", f"no known node fits {' + '.join(parts)}: the pod would stay Pending", FAMILY, Severity.WARN)
+
+
+def _required(spec: Mapping[str, Any]) -> Json | None:
+    """The required node affinity object, present even when it has no terms (then it matches no node)."""
+    return ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED_KEY)
+
+
+def _away(lv: LocalVolume) -> str:
+    return (
+        f'volume "{lv.volume}" (claim {lv.claim}) is bound to PV {lv.pv}, usable only on nodes with '
+        f"{describe_terms(lv.terms)}: the pod could never mount it"
+    )
+
+
+def describe_terms(terms: Sequence[Mapping[str, Any]]) -> str:
+    """Terms as people write them: requirements joined by `and`, terms by `or`."""
+    shown = [" and ".join(_requirement(r) for r in _requirements(t)) or "(empty term)" for t in terms]
+    return " or ".join(shown) or "(no terms: no node)"
+
+
+def _failing(term: Mapping[str, Any], node: Mapping[str, Any]) -> str:
+    """The first requirement of a term that the node fails (or why the whole term fails)."""
+    if not _requirements(term):
+        return "empty (matches no node)"
+    for requirement in _requirements(term):
+        part = "matchFields" if requirement in (term.get("matchFields") or ()) else "matchExpressions"
+        if not term_matches({part: [requirement]}, node):
+            return f"{_requirement(requirement)} fails"
+    return "fails"
+
+
+def _requirements(term: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [*(term.get("matchExpressions") or ()), *(term.get("matchFields") or ())]
+
+
+def _requirement(req: Mapping[str, Any]) -> str:
+    operator = str(req.get("operator"))
+    values = req.get("values") or []
+    if operator in ("Exists", "DoesNotExist"):
+        return f"{req.get('key')} {operator}"
+    if operator in ("Gt", "Lt") and len(values) == 1:
+        return f"{req.get('key')} {operator} {values[0]}"
+    return f"{req.get('key')} {operator} [{', '.join(str(v) for v in values)}]"

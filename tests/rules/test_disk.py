@@ -1,0 +1,109 @@
+"""Disk (anti-)affinity annotation rules: the tables in tests/data/disk/, run through the whole pipeline."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rules import pipeline
+from rules.disk import split_list
+from rules.model import Json
+from tests.support import DATA, load_yaml, policy, subject, validate_strict, view_from
+
+TABLES = sorted((DATA / "disk").glob("*.yaml"))
+
+
+def build(case: Json) -> Json:
+    """The object a case describes: a full `object`, or a pod (or Job) built from annotations and labels."""
+    if "object" in case:
+        return copy.deepcopy(case["object"])
+    if "statefulset" in case:
+        return statefulset_pod(case["statefulset"])
+    volumes = case.get("volumes", [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])
+    metadata: Json = {"name": "app-0", "namespace": case.get("namespace", "shop")}
+    if case.get("labels") is not None:
+        metadata["labels"] = case["labels"]
+    if case.get("annotations") is not None:
+        metadata["annotations"] = case["annotations"]
+    pod = {"metadata": metadata, "spec": {"containers": [{"name": "app", "image": "busybox"}], "volumes": volumes}}
+    if case.get("kind", "Pod") == "Pod":
+        return {"apiVersion": "v1", "kind": "Pod", **pod}
+    template = {"metadata": {k: v for k, v in metadata.items() if k not in ("name", "namespace")}, "spec": pod["spec"]}
+    template["spec"]["restartPolicy"] = "Never"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "app", "namespace": metadata["namespace"]},
+        "spec": {"template": template},
+    }
+
+
+def statefulset_pod(sts: Json, ordinal: int = 0, namespace: str = "default") -> Json:
+    """The pod the StatefulSet controller creates: the template, named `<set>-<n>`, one claim per template."""
+    name = f"{sts['metadata']['name']}-{ordinal}"
+    template = copy.deepcopy(sts["spec"]["template"])
+    spec = template["spec"]
+    spec["volumes"] = [
+        *spec.get("volumes", ()),
+        *(
+            {"name": t["metadata"]["name"], "persistentVolumeClaim": {"claimName": f"{t['metadata']['name']}-{name}"}}
+            for t in sts["spec"].get("volumeClaimTemplates", ())
+        ),
+    ]
+    metadata = {**template.get("metadata", {}), "name": name, "namespace": namespace}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def cases() -> list[Any]:
+    out = []
+    for table in TABLES:
+        for case in load_yaml(table)["cases"]:
+            out.append(pytest.param(case, id=f"{Path(table).stem}: {case['name']}"))
+    return out
+
+
+@pytest.mark.parametrize("case", cases())
+def test_disk_table(case: Json) -> None:
+    if "statefulset" in case:
+        validate_strict(case["statefulset"])
+    obj = build(case)
+    validate_strict(obj)  # the inputs are real objects: the API server would pass them to the webhook
+    old = None
+    if "old_annotations" in case:
+        old = copy.deepcopy(obj)
+        old["metadata"]["annotations"] = case["old_annotations"]
+        if old["metadata"]["annotations"] is None:
+            del old["metadata"]["annotations"]
+    decision = pipeline.validate(subject(obj, case.get("operation", "CREATE"), old), view_from(), policy())
+    assert [f.text() for f in decision.denials] == case.get("violations", [])
+    assert decision.warnings == case.get("warnings", [])
+    assert decision.allowed is not case.get("violations")
+    assert decision.failure is None
+
+
+@pytest.mark.parametrize(
+    ("value", "items", "problems"),
+    [
+        ("a", ["a"], []),
+        (" a ,  b ", ["a", "b"], []),
+        ("a,", ["a"], ["item 2 of 2 is empty (remove the extra comma)"]),
+        (",a", ["a"], ["item 1 of 2 is empty (remove the extra comma)"]),
+        ("a,,b", ["a", "b"], ["item 2 of 3 is empty (remove the extra comma)"]),
+        ("a, ,b", ["a", "b"], ["item 2 of 3 is empty (remove the extra comma)"]),
+        ("a,b,a,a", ["a", "b"], ['"a" is listed more than once']),
+        ("a, a", ["a"], ['"a" is listed more than once']),
+        ("", [], ["must not be empty"]),
+        ("   ", [], ["must not be empty"]),
+        (",", [], ["item 1 of 2 is empty (remove the extra comma)", "item 2 of 2 is empty (remove the extra comma)"]),
+    ],
+)
+def test_list_grammar(value: str, items: list[str], problems: list[str]) -> None:
+    assert split_list(value) == (items, problems)
+
+
+def test_every_table_case_is_distinct() -> None:
+    names = [case["name"] for table in TABLES for case in load_yaml(table)["cases"]]
+    assert len(names) == len(set(names))

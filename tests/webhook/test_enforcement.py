@@ -1,0 +1,229 @@
+"""Enforcement, the denial message and dry runs, through the codec and the Flask app (DESIGN §6, §8).
+
+`enforcement` and `validation.<family>.enforcement` decide whether a finding denies or warns, like Gatekeeper's
+enforcementAction; the policy family is never relaxed. A dry-run request is answered exactly like a real one:
+the webhook has no side effects (`sideEffects: None`), so `kubectl apply --dry-run=server` shows the truth.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from rules import pipeline
+from rules.model import Json
+from rules.policy import POLICY_LABEL, Policy
+from tests.support import EXAMPLES, load_yaml, policy, subject, view_from
+from webhook.app import create_app
+from webhook.codec import WARNING_LIMIT, build_response, clip_warnings, request_from_document
+from webhook.runtime import Runtime
+from webhook.state.static import load_static_state
+
+CLUSTER = load_static_state([EXAMPLES / "cluster.yaml"])
+
+
+def pod(annotations: Json | None = None, **spec: Any) -> Json:
+    metadata: Json = {"name": "app-0", "namespace": "shop", "labels": {"app": "cache"}}
+    if annotations:
+        metadata["annotations"] = annotations
+    volumes = [{"name": "media", "persistentVolumeClaim": {"claimName": "media"}}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {"containers": [{"name": "app", "image": "busybox"}], "volumes": volumes, **spec},
+    }
+
+
+DISK = pod({"affinity.volumes.csi-baremetal.dell.com/types": "pod-bound-requried"})
+DISK_TEXT = (
+    "metadata.annotations[affinity.volumes.csi-baremetal.dell.com/types]: "
+    'unknown type "pod-bound-requried" (did you mean "pod-bound-required"?)'
+)
+OWN = pod({"storage-affinity.io/placment": "nodeName"})
+OWN_TEXT = 'metadata.annotations[storage-affinity.io/placment]: unknown annotation (did you mean "placement"?)'
+PLACEMENT = load_yaml(EXAMPLES / "pinned-away-pod.yaml")
+PLACEMENT_TEXT = (
+    'spec.nodeName: pins the pod to node "ip-10-0-1-17.ec2.internal", but volume "data" (claim cache-data) is '
+    "bound to PV local-pv-cache-0, usable only on nodes with kubernetes.io/hostname In [ip-10-0-2-42]: "
+    "the pod could never mount it"
+)
+POLICY_CM = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "storage-affinity-policy", "namespace": "storage-affinity", "labels": {POLICY_LABEL: "true"}},
+    "data": {"policy.yaml": "enforcement: warm\n"},
+}
+POLICY_TEXT = 'data[policy.yaml].enforcement: "warm" is not one of deny, warn'
+
+SUBJECTS = {
+    "diskAnnotations": (DISK, DISK_TEXT),
+    "annotations": (OWN, OWN_TEXT),
+    "placement": (PLACEMENT, PLACEMENT_TEXT),
+    "policy": (POLICY_CM, POLICY_TEXT),
+}
+
+# (running policy, families whose findings deny under it)
+ENFORCEMENT = [
+    ({}, {"diskAnnotations", "annotations", "placement", "policy"}),
+    ({"enforcement": "deny"}, {"diskAnnotations", "annotations", "placement", "policy"}),
+    ({"enforcement": "warn"}, {"policy"}),
+    ({"validation": {"diskAnnotations": {"enforcement": "warn"}}}, {"annotations", "placement", "policy"}),
+    ({"validation": {"placement": {"enforcement": "warn"}}}, {"diskAnnotations", "annotations", "policy"}),
+    ({"validation": {"annotations": {"enforcement": "warn"}}}, {"diskAnnotations", "placement", "policy"}),
+    ({"enforcement": "warn", "validation": {"placement": {"enforcement": "deny"}}}, {"placement", "policy"}),
+    (
+        {"enforcement": "warn", "validation": {"diskAnnotations": {"enforcement": "deny"}}},
+        {"diskAnnotations", "policy"},
+    ),
+]
+
+
+def review_document(obj: Json, *, dry_run: bool | None = None, operation: str = "CREATE", uid: str = "u-1") -> Json:
+    group, _, version = str(obj["apiVersion"]).rpartition("/")
+    request: Json = {
+        "uid": uid,
+        "kind": {"group": group, "version": version, "kind": obj["kind"]},
+        "resource": {"group": group, "version": version, "resource": obj["kind"].lower() + "s"},
+        "operation": operation,
+        "namespace": obj["metadata"]["namespace"],
+        "name": obj["metadata"]["name"],
+        "object": obj,
+        "userInfo": {"username": "kubernetes-admin"},
+    }
+    if dry_run is not None:
+        request["dryRun"] = dry_run
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+def respond(obj: Json, pol: Policy, **kwargs: Any) -> Json:
+    request = request_from_document(review_document(obj, **kwargs))
+    decision = pipeline.validate(request.subject(), CLUSTER, pol)
+    return build_response(request, decision, mutating=False)["response"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(("running", "denying"), ENFORCEMENT, ids=[json.dumps(e[0]) for e in ENFORCEMENT])
+@pytest.mark.parametrize("family", list(SUBJECTS))
+def test_enforcement_per_family(family: str, running: Json, denying: set[str]) -> None:
+    obj, text = SUBJECTS[family]
+    response = respond(obj, policy(running))
+    if family in denying:
+        assert response["allowed"] is False
+        assert response["status"] == {
+            "code": 422,
+            "reason": "Invalid",
+            "message": f"storage-affinity-webhook denied: 1 problem: (1) {text}",
+        }
+        assert "warnings" not in response
+    else:
+        assert response["allowed"] is True
+        assert "status" not in response
+        assert response["warnings"] == clip_warnings([text])
+
+
+def test_mixed_families_one_message_numbered_and_the_relaxed_family_warns() -> None:
+    mixed = copy.deepcopy(PLACEMENT)
+    mixed["metadata"]["annotations"] = {
+        **DISK["metadata"]["annotations"],
+        **OWN["metadata"]["annotations"],
+    }
+    response = respond(mixed, policy())
+    assert response["status"]["message"] == (
+        f"storage-affinity-webhook denied: 3 problems: (1) {OWN_TEXT}; (2) {DISK_TEXT}; (3) {PLACEMENT_TEXT}"
+    )
+    relaxed = respond(mixed, policy({"validation": {"diskAnnotations": {"enforcement": "warn"}}}))
+    assert relaxed["allowed"] is False
+    assert relaxed["status"]["message"] == (
+        f"storage-affinity-webhook denied: 2 problems: (1) {OWN_TEXT}; (2) {PLACEMENT_TEXT}"
+    )
+    assert relaxed["warnings"] == clip_warnings([DISK_TEXT])
+
+
+def test_warnings_fit_the_api_server_limit() -> None:
+    response = respond(PLACEMENT, policy({"enforcement": "warn"}))
+    (warning,) = response["warnings"]
+    assert len(PLACEMENT_TEXT) > WARNING_LIMIT
+    assert len(warning) == WARNING_LIMIT
+    assert warning == PLACEMENT_TEXT[: WARNING_LIMIT - 1] + "…"
+    assert clip_warnings(["short  one\n"]) == ["short one"]
+    many = clip_warnings(["x" * 200] * 100)
+    assert all(len(w) <= WARNING_LIMIT for w in many)
+    assert sum(len(w) for w in many) <= 4096
+
+
+def test_warning_only_findings_never_deny() -> None:
+    no_volume = pod({"affinity.volumes.csi-baremetal.dell.com/types": "pod-bound-required"}, volumes=[])
+    response = respond(no_volume, policy())
+    assert response["allowed"] is True
+    assert response["warnings"] == [
+        "spec.volumes: no PVC or ephemeral volume: the csi-baremetal disk annotations have no effect"
+    ]
+
+
+# --- dry run ---------------------------------------------------------------------------------------------
+
+
+def post(client: Any, path: str, document: Json) -> Json:
+    answer = client.post(path, data=json.dumps(document), content_type="application/json")
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    return answer.get_json()  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def client() -> Any:
+    runtime = Runtime(policy=policy({"validation": {"diskAnnotations": {"enforcement": "warn"}}}), view=CLUSTER)
+    return create_app(runtime).test_client()
+
+
+DRY_RUN_CASES = {
+    "denied": PLACEMENT,
+    "warned": DISK,
+    "allowed": pod(),
+    "policy ConfigMap": POLICY_CM,
+    "mover": load_yaml(EXAMPLES / "mover-pod.yaml"),
+}
+
+
+@pytest.mark.parametrize("endpoint", ["/validate", "/mutate"])
+@pytest.mark.parametrize("name", list(DRY_RUN_CASES))
+def test_dry_run_is_answered_exactly_like_a_real_request(client: Any, endpoint: str, name: str) -> None:
+    obj = DRY_RUN_CASES[name]
+    real = post(client, endpoint, review_document(obj))
+    dry = post(client, endpoint, review_document(obj, dry_run=True))
+    explicit = post(client, endpoint, review_document(obj, dry_run=False))
+    assert dry == real == explicit
+    assert real["response"]["uid"] == "u-1"
+
+
+def test_dry_run_over_the_app_gives_the_denial_kubectl_prints(client: Any) -> None:
+    answer = post(client, "/validate", review_document(PLACEMENT, dry_run=True))
+    response = answer["response"]
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 422
+    assert response["status"]["message"] == f"storage-affinity-webhook denied: 1 problem: (1) {PLACEMENT_TEXT}"
+    warned = post(client, "/validate", review_document(DISK, dry_run=True))["response"]
+    assert warned["allowed"] is True and warned["warnings"] == clip_warnings([DISK_TEXT])
+
+
+def test_the_offline_review_agrees_with_the_server(client: Any) -> None:
+    """`review` and the server give the same decision for the same pod (README: dry run vs review)."""
+    from webhook.review import as_request, review
+
+    for obj in DRY_RUN_CASES.values():
+        offline = review(as_request(copy.deepcopy(obj)), client.application.extensions["runtime"].policy, CLUSTER)
+        served = post(client, "/validate", review_document(obj, dry_run=True))["response"]
+        assert offline.allowed is served["allowed"]
+        if not offline.allowed:
+            assert offline.status_message == served["status"]["message"]
+
+
+def test_subject_carries_dry_run_but_no_rule_reads_it() -> None:
+    request = request_from_document(review_document(DISK, dry_run=True))
+    assert request.subject().dry_run is True
+    real = pipeline.validate(subject(DISK), view_from(), policy())
+    dry = pipeline.validate(request.subject(), view_from(), policy())
+    assert real == dry
