@@ -27,10 +27,18 @@ NODE = "ip-10-0-1-17.ec2.internal"
 
 
 def as_review(obj: dict[str, Any], uid: str) -> dict[str, Any]:
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
-                        "operation": "CREATE", "namespace": obj["metadata"]["namespace"],
-                        "name": obj["metadata"]["name"], "object": obj}}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
+            "operation": "CREATE",
+            "namespace": obj["metadata"]["namespace"],
+            "name": obj["metadata"]["name"],
+            "object": obj,
+        },
+    }
 
 
 def decoded_patch(answer: dict[str, Any]) -> list[dict[str, Any]]:
@@ -55,15 +63,22 @@ def test_server_and_review_give_the_same_decision(tmp_path: Path, example: str) 
         assert validated["response"]["allowed"] is offline.allowed
     if example == "mover-pod.yaml":
         terms = result["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-        assert terms["nodeSelectorTerms"] == [{"matchFields": [{"key": "metadata.name", "operator": "In",
-                                                                 "values": [NODE]}]}]
+        assert terms["nodeSelectorTerms"] == [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [NODE]}]}
+        ]
 
 
 def test_live_state_places_a_mover_next_to_an_anchor_created_a_moment_before(tmp_path: Path) -> None:
-    state = [obj for obj in iter_objects(load_documents((EXAMPLES / "cluster.yaml").read_text(), "c"), "c")
-             if not (obj["kind"] == "Pod" and obj["metadata"]["name"] == "db-0")]
-    anchor = next(obj for obj in iter_objects(load_documents((EXAMPLES / "cluster.yaml").read_text(), "c"), "c")
-                  if obj["kind"] == "Pod" and obj["metadata"]["name"] == "db-0")
+    state = [
+        obj
+        for obj in iter_objects(load_documents((EXAMPLES / "cluster.yaml").read_text(), "c"), "c")
+        if not (obj["kind"] == "Pod" and obj["metadata"]["name"] == "db-0")
+    ]
+    anchor = next(
+        obj
+        for obj in iter_objects(load_documents((EXAMPLES / "cluster.yaml").read_text(), "c"), "c")
+        if obj["kind"] == "Pod" and obj["metadata"]["name"] == "db-0"
+    )
     mover = load_yaml(EXAMPLES / "mover-pod.yaml")
     with running_fake_api(*state) as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
@@ -74,8 +89,10 @@ def test_live_state_places_a_mover_next_to_an_anchor_created_a_moment_before(tmp
             api.create(anchor)
             deadline = time.monotonic() + 10
             while True:  # each worker's watch delivers the new pod within moments
-                answers = [session.post(server.url + "/mutate", json=as_review(mover, f"live-{i}"), timeout=10).json()
-                           for i in range(4)]
+                answers = [
+                    session.post(server.url + "/mutate", json=as_review(mover, f"live-{i}"), timeout=10).json()
+                    for i in range(4)
+                ]
                 if all(decoded_patch(a) for a in answers) or time.monotonic() > deadline:
                     break
                 time.sleep(0.1)
