@@ -83,7 +83,7 @@ def running_server(tmp: Path, *args: str, workers: int = 2, env: dict[str, str] 
         _wait_ready(server)
         yield server
     finally:
-        process.terminate()
+        process.terminate()  # tests close their sessions first: kept-alive connections would hold shutdown
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:

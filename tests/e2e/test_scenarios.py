@@ -6,6 +6,7 @@ import base64
 import copy
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 from rules.documents import iter_objects, load_documents
 from rules.policy import default_policy
-from tests.e2e.server import running_server
+from tests.e2e.server import Server, running_server
 from tests.state.fakeapi import running_fake_api
 from tests.support import EXAMPLES, load_yaml, validate_strict
 from tests.webhook.review_checks import check_response
@@ -46,12 +47,17 @@ def decoded_patch(answer: dict[str, Any]) -> list[dict[str, Any]]:
     return json.loads(base64.b64decode(response["patch"])) if "patch" in response else []
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("scenarios"), "--cluster", str(EXAMPLES / "cluster.yaml")) as srv:
+        yield srv
+
+
 @pytest.mark.parametrize("example", ["mover-pod.yaml", "plain-pod.yaml", "backup-pod.yaml", "restore-pod.yaml"])
-def test_server_and_review_give_the_same_decision(tmp_path: Path, example: str) -> None:
+def test_server_and_review_give_the_same_decision(server: Server, example: str) -> None:
     pod = load_yaml(EXAMPLES / example)
     offline = review(as_request(pod), default_policy(), load_static_state([EXAMPLES / "cluster.yaml"]))
-    with running_server(tmp_path, "--cluster", str(EXAMPLES / "cluster.yaml")) as server:
-        session = server.session()
+    with server.session() as session:
         body = as_review(pod, "same-1")
         mutated = session.post(server.url + "/mutate", json=body, timeout=10).json()
         patch = check_response(body, mutated, mutating=True)
@@ -82,8 +88,8 @@ def test_live_state_places_a_mover_next_to_an_anchor_created_a_moment_before(tmp
     mover = load_yaml(EXAMPLES / "mover-pod.yaml")
     with running_fake_api(*state) as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-        with running_server(tmp_path, "--kubeconfig", str(kubeconfig), workers=2) as server:
-            session = server.session()
+        with running_server(tmp_path, "--kubeconfig", str(kubeconfig), workers=2) as live, live.session() as session:
+            server = live
             before = session.post(server.url + "/mutate", json=as_review(mover, "live-0"), timeout=10).json()
             assert decoded_patch(before) == [], "nothing holds the claim yet"
             api.create(anchor)
