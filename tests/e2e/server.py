@@ -50,9 +50,15 @@ class Server:
 
 
 @contextmanager
-def running_server(tmp: Path, *args: str, workers: int = 2, env: dict[str, str] | None = None) -> Iterator[Server]:
-    certs = tmp / "certs"
-    ca = issue_certs(certs)
+def running_server(
+    tmp: Path, *args: str, workers: int = 2, env: dict[str, str] | None = None, certs: Path | None = None
+) -> Iterator[Server]:
+    """The server on a free port; with `certs`, serve the files already there (a test may rotate them)."""
+    if certs is None:
+        certs = tmp / "certs"
+        ca = issue_certs(certs)
+    else:
+        ca = certs / "ca.crt"
     port = free_port()
     metrics_dir = tmp / "metrics"
     metrics_dir.mkdir()

@@ -1,0 +1,69 @@
+"""Certificate files replaced under load: served from the next handshake on, and no request fails."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from certs.files import write_bundle
+from certs.issue import issue_ca, issue_serving
+from tests.e2e.server import running_server
+from tests.support import EXAMPLES
+
+pytestmark = pytest.mark.e2e
+
+
+def served_serial(port: int, ca: Path) -> int:
+    context = ssl.create_default_context(cafile=str(ca))
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    from cryptography import x509
+
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def test_rotated_files_are_served_without_a_restart_and_no_request_fails(tmp_path: Path) -> None:
+    ca = issue_ca()
+    certs = tmp_path / "certs"
+    first = issue_serving(ca, "saw", "saw-system")
+    write_bundle(certs, ca, first)
+    with running_server(tmp_path, "--cluster", str(EXAMPLES / "cluster.yaml"), certs=certs) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        assert served_serial(port, server.ca) == first.cert.serial_number
+        stop = threading.Event()
+        results: list[int | str] = []
+
+        def load() -> None:
+            while not stop.is_set():  # a new connection (and handshake) each time, bounded by the test's stop
+                try:
+                    with server.session() as session:
+                        results.append(session.get(server.url + "/healthz", timeout=5).status_code)
+                except Exception as exc:
+                    results.append(repr(exc))
+
+        threads = [threading.Thread(target=load) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        try:
+            time.sleep(0.5)
+            second = issue_serving(ca, "saw", "saw-system")
+            write_bundle(certs, ca, second)
+            deadline = time.monotonic() + 10
+            while served_serial(port, server.ca) != second.cert.serial_number and time.monotonic() < deadline:
+                time.sleep(0.2)
+            time.sleep(0.5)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(10)
+        assert served_serial(port, server.ca) == second.cert.serial_number
+        failures = [r for r in results if r != 200]
+        assert failures == [] and len(results) > 20, (len(results), failures[:3])
