@@ -290,14 +290,7 @@ class CertificateRotator:
             leaf.verify_directly_issued_by(stored.ca.cert)
         except (ValueError, TypeError, InvalidSignature):
             return "it is not signed by the current CA"
-        want = serving_sans(
-            s.service,
-            s.namespace,
-            extra_dns=s.extra_dns,
-            extra_ips=s.extra_ips,
-            local=s.local,
-            cluster_domain=s.cluster_domain,
-        )
+        want = serving_sans(s.service, s.namespace, **self._names())
         try:
             have = list(leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
         except x509.ExtensionNotFound:
@@ -311,17 +304,17 @@ class CertificateRotator:
 
     def _new_leaf(self, ca: CertKeyPair, now: datetime) -> CertKeyPair:
         s = self.settings
-        return self.issue_serving_fn(
-            ca,
-            s.service,
-            s.namespace,
-            extra_dns=s.extra_dns,
-            extra_ips=s.extra_ips,
-            local=s.local,
-            cluster_domain=s.cluster_domain,
-            validity=s.leaf_validity,
-            now=now,
-        )
+        return self.issue_serving_fn(ca, s.service, s.namespace, **self._names(), validity=s.leaf_validity, now=now)
+
+    def _names(self) -> dict[str, Any]:
+        """The naming settings the leaf is issued with, and checked against."""
+        s = self.settings
+        return {
+            "extra_dns": s.extra_dns,
+            "extra_ips": s.extra_ips,
+            "local": s.local,
+            "cluster_domain": s.cluster_domain,
+        }
 
     def _write_secret(self, secret: Json | None, bundle: StoredBundle) -> Json | None:
         """Create or compare-and-swap the Secret; None when another writer got there first."""
