@@ -17,7 +17,7 @@ from rules.cluster import ClusterView
 from rules.model import Json
 from rules.names import dns1123_subdomain_error
 from rules.nodeaffinity import NODE_OPERATORS, label_selector_term, term_matches
-from rules.selectors import Problem, requirement_problems, selector_problems, type_name
+from rules.selectors import Problem, selector_problems, type_name
 from rules.suggest import unknown_field
 
 ENTRY_FIELDS = ("nodeSelector", "storageClass")
@@ -59,22 +59,18 @@ def node_selector_problems(selector: Any, path: str) -> tuple[list[Problem], lis
         return [(path, "required: a label selector for the nodes that may run the pod")], []
     if not isinstance(selector, Mapping):
         return [(path, f"must be a label selector object, not {type_name(selector)}")], []
+    # Velero drops unknown fields: report them apart, then check what Velero would see.
     unknown = _unknown(selector, path, SELECTOR_FIELDS)
-    errors: list[Problem] = []
-    if "matchLabels" in selector:
-        errors.extend(selector_problems({"matchLabels": selector["matchLabels"]}, path))
-    expressions = selector.get("matchExpressions")
-    if expressions is not None:
-        if not isinstance(expressions, list):
-            errors.append((f"{path}.matchExpressions", f"must be a list, not {type_name(expressions)}"))
-        else:
-            for i, item in enumerate(expressions):
-                at = f"{path}.matchExpressions[{i}]"
-                expr = item
-                if isinstance(item, Mapping):
-                    unknown.extend(_unknown(item, at, REQUIREMENT_FIELDS))
-                    expr = {k: v for k, v in item.items() if k in REQUIREMENT_FIELDS}
-                errors.extend(requirement_problems(expr, at, NODE_OPERATORS))
+    seen: dict[str, Any] = {k: v for k, v in selector.items() if k in SELECTOR_FIELDS}
+    if isinstance(seen.get("matchExpressions"), list):
+        kept = []
+        for i, item in enumerate(seen["matchExpressions"]):
+            if isinstance(item, Mapping):
+                unknown.extend(_unknown(item, f"{path}.matchExpressions[{i}]", REQUIREMENT_FIELDS))
+                item = {k: v for k, v in item.items() if k in REQUIREMENT_FIELDS}  # noqa: PLW2901
+            kept.append(item)
+        seen["matchExpressions"] = kept
+    errors = selector_problems(seen, path, NODE_OPERATORS)
     if errors:
         return errors, unknown
     if not selector.get("matchLabels") and not selector.get("matchExpressions"):

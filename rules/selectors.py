@@ -18,7 +18,7 @@ _INT = re.compile(r"^[+-]?[0-9]+$")
 Problem = tuple[str, str]  # (field path, message)
 
 
-def selector_problems(selector: Any, path: str) -> list[Problem]:
+def selector_problems(selector: Any, path: str, operators: tuple[str, ...] = SELECTOR_OPERATORS) -> list[Problem]:
     """Every reason `selector` is not a valid LabelSelector, each with its field path."""
     if not isinstance(selector, Mapping):
         return [(path, f"must be a label selector object, not {type_name(selector)}")]
@@ -45,7 +45,7 @@ def selector_problems(selector: Any, path: str) -> list[Problem]:
             problems.append((f"{path}.matchExpressions", f"must be a list, not {type_name(expressions)}"))
         else:
             for i, expr in enumerate(expressions):
-                problems.extend(requirement_problems(expr, f"{path}.matchExpressions[{i}]", SELECTOR_OPERATORS))
+                problems.extend(requirement_problems(expr, f"{path}.matchExpressions[{i}]", operators))
     return problems
 
 

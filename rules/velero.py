@@ -97,12 +97,7 @@ def config_problems(config_map: Mapping[str, Any]) -> tuple[list[Problem], list[
     base = f"data[{key}]"
     errors: list[Problem] = []
     unknown: list[Problem] = []
-    for name, value in doc.items():
-        expected = CONFIG_FIELDS.get(name)
-        if expected is None:
-            unknown.append((f"{base}.{name}", unknown_field(str(name), CONFIG_FIELDS)))
-        elif value is not None and not _is(value, expected):
-            errors.append((f"{base}.{name}", f"must be {_TYPE_WORDS[expected]}, not {type_name(value)}"))
+    _struct_problems(doc, base, CONFIG_FIELDS, errors, unknown)
     if isinstance(doc.get("loadAffinity"), list):
         entry_errors, entry_unknown = load_affinity_problems(doc["loadAffinity"], f"{base}.loadAffinity")
         errors.extend(entry_errors)
