@@ -73,6 +73,12 @@ def trim(obj: Mapping[str, Any]) -> Json:
     return out
 
 
+def _identity(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str]]:
+    """(kind, (namespace, name)): how the index files an object."""
+    meta = obj.get("metadata") or {}
+    return str(obj.get("kind")), (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
 class ClusterIndex:
     """A `rules.cluster.ClusterView` over indexed objects; `apply` and `remove` are what a watch calls."""
 
@@ -86,11 +92,9 @@ class ClusterIndex:
 
     def apply(self, obj: Mapping[str, Any]) -> None:
         """Add or replace one object (an ADDED or MODIFIED event)."""
-        kind = obj.get("kind")
+        kind, key = _identity(obj)
         if kind not in self._objects:
             return
-        meta = obj.get("metadata") or {}
-        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         if kind == "Pod":
             claims = claims_of(obj)
             with self._lock:
@@ -106,19 +110,17 @@ class ClusterIndex:
             return
         trimmed = trim(obj)
         with self._lock:
-            self._objects[str(kind)][key] = trimmed
+            self._objects[kind][key] = trimmed
 
     def remove(self, obj: Mapping[str, Any]) -> None:
         """Forget one object (a DELETED event)."""
-        kind = obj.get("kind")
+        kind, key = _identity(obj)
         if kind not in self._objects:
             return
-        meta = obj.get("metadata") or {}
-        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         with self._lock:
             if kind == "Pod":
                 self._unlink_pod(key)
-            self._objects[str(kind)].pop(key, None)
+            self._objects[kind].pop(key, None)
 
     def replace_kind(self, kind: str, objects: Iterable[Mapping[str, Any]]) -> None:
         """Swap in a full list of one kind (a re-list), dropping what is gone."""
