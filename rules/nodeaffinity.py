@@ -7,8 +7,7 @@ terms implied by others is what makes mutation idempotent (Velero bug #10341 is 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rules.model import Json
@@ -128,29 +127,50 @@ def and_terms(left: Sequence[Mapping[str, Any]] | None, right: Sequence[Mapping[
 
 def term_implies(stricter: Mapping[str, Any], looser: Mapping[str, Any]) -> bool:
     """True when every requirement of `looser` appears in `stricter`, so `stricter` ⊆ `looser` as node sets."""
-    for part in ("matchExpressions", "matchFields"):
-        have = {_key(r) for r in stricter.get(part) or ()}
-        if any(_key(r) not in have for r in looser.get(part) or ()):
-            return False
-    return True
+    return _implies(_requirements(stricter), _requirements(looser))
 
 
 def terms_imply(stricter: Sequence[Mapping[str, Any]], looser: Sequence[Mapping[str, Any]]) -> bool:
     """Whether every term on the left already implies some term on the right (syntactically)."""
-    return all(any(term_implies(t, u) for u in looser) for t in stricter)
+    right = [_requirements(u) for u in looser]
+    return all(any(_implies(_requirements(t), u) for u in right) for t in stricter)
 
 
 def simplify(terms: Iterable[Json]) -> list[Json]:
     """Drop duplicate terms and terms that imply another term (in an OR, the looser one already admits them)."""
-    unique = _unique(list(terms))
-    kept: list[Json] = []
-    for i, term in enumerate(unique):
-        if any(
-            j != i and term_implies(term, other) and not term_implies(other, term) for j, other in enumerate(unique)
-        ):
-            continue
-        kept.append(term)
-    return kept
+    unique: dict[Hashable, tuple[Json, _Requirements]] = {}
+    for term in terms:
+        ordered = _ordered_requirements(term)
+        identity = (ordered, _key({k: v for k, v in term.items() if k not in _PARTS})) if len(term) > 2 else ordered
+        unique.setdefault(identity, (term, (frozenset(ordered[0]), frozenset(ordered[1]))))
+    keys = [requirements for _, requirements in unique.values()]
+    return [
+        term
+        for i, (term, mine) in enumerate(unique.values())
+        if not any(j != i and _implies(mine, other) and not _implies(other, mine) for j, other in enumerate(keys))
+    ]
+
+
+_PARTS = ("matchExpressions", "matchFields")
+_Requirements = tuple[frozenset[Hashable], frozenset[Hashable]]
+
+
+def _ordered_requirements(term: Mapping[str, Any]) -> tuple[tuple[Hashable, ...], tuple[Hashable, ...]]:
+    """A term's expressions and fields as keys, in order: equal exactly when the JSON parts are equal."""
+    return (
+        tuple(_key(r) for r in term.get("matchExpressions") or ()),
+        tuple(_key(r) for r in term.get("matchFields") or ()),
+    )
+
+
+def _requirements(term: Mapping[str, Any]) -> _Requirements:
+    """A term's expressions and fields as sets: computed once per term, compared many times."""
+    expressions, fields = _ordered_requirements(term)
+    return frozenset(expressions), frozenset(fields)
+
+
+def _implies(stricter: _Requirements, looser: _Requirements) -> bool:
+    return looser[0] <= stricter[0] and looser[1] <= stricter[1]
 
 
 def name_requirement(node_name: str) -> Json:
@@ -175,12 +195,23 @@ def pinned_node(terms: Sequence[Mapping[str, Any]] | None) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def _key(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+def _key(value: Any) -> Hashable:
+    """A hashable value equal exactly when the JSON values are equal (map order ignored, list order kept).
+
+    Scalars other than strings carry their type, so `1`, `1.0`, `True` and `"1"` stay apart as JSON keeps them.
+    Built by hand because this runs for every requirement of every admitted pod: json.dumps was 20 % of a review.
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict | Mapping):  # dict first: the concrete check is far cheaper than the ABC's
+        return tuple(sorted((k, v if isinstance(v, str) else _key(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return ("[", *[v if isinstance(v, str) else _key(v) for v in value])
+    return (type(value).__name__, value)
 
 
 def _unique(items: list[Any]) -> list[Any]:
-    seen: set[str] = set()
+    seen: set[Hashable] = set()
     out = []
     for item in items:
         key = _key(item)
