@@ -109,6 +109,24 @@ def _reflects_silent_changes(state: object) -> bool:
     )
 
 
+def test_a_relist_cut_between_pages_keeps_the_previous_state_whole(fake_api: FakeKubeAPI, live: Live) -> None:
+    """Pages stream into a fresh index that replaces the old one only when the last page has arrived."""
+    for i in range(7):
+        fake_api.create(pod(f"p{i}", claim="shared"))
+    state, runtime = live(page_size=3)
+    eventually(runtime.ready)
+    eventually(lambda: fake_api.watching("Pod"))
+    lists_before = fake_api.count("GET", "Pod", watch=False)
+    with fake_api.silently():
+        fake_api.delete("Pod", "apps", "p0")
+    fake_api.fail(500, when=lambda r: "continue" in r.query)
+    fake_api.expire_watches("Pod")
+    eventually(lambda: fake_api.count("GET", "Pod", watch=False) >= lists_before + 4, what="re-lists cut mid-way")
+    assert names(state.pods_using_claim("apps", "shared")) == {f"p{i}" for i in range(7)}
+    fake_api.fail(None)
+    eventually(lambda: names(state.pods_using_claim("apps", "shared")) == {f"p{i}" for i in range(1, 7)})
+
+
 @pytest.mark.parametrize("fault", ["expire", "break"])
 def test_expired_or_broken_watch_relists_without_losing_an_update(
     fake_api: FakeKubeAPI, live: Live, fault: str

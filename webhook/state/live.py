@@ -95,7 +95,7 @@ class IndexSink:
     def __init__(self, index: ClusterIndex, kind: str, deleted: dict[tuple[str, str, str], float]) -> None:
         self.index, self.kind, self.deleted = index, kind, deleted
 
-    def replace(self, objects: list[Json]) -> None:
+    def replace(self, objects: Iterable[Json]) -> None:
         self.index.replace_kind(self.kind, _cooperative(objects, self.kind))
 
     def apply(self, obj: Json) -> None:
@@ -109,6 +109,14 @@ class IndexSink:
                 self.deleted.pop(key, None)
         self.deleted[(self.kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = now
         self.index.remove({**obj, "kind": self.kind})
+
+
+@dataclass
+class _Listed:
+    """What a paged list reports once consumed."""
+
+    count: int = 0
+    version: str = ""
 
 
 class _Gone(Exception):
@@ -189,7 +197,15 @@ class ResourceWatch:
         return dict(self.resource.selectors)
 
     def _list(self) -> str:
-        items: list[Json] = []
+        """List page by page into the sink, so a big list is never held whole: only the trimmed index grows."""
+        listed = _Listed()
+        self.sink.replace(self._pages(listed))
+        self.synced = True
+        self._contact()
+        log.info("%s: listed %d", self.resource.name, listed.count)
+        return listed.version
+
+    def _pages(self, listed: _Listed) -> Iterator[Json]:
         token: str | None = None
         while True:
             response = self.resource.list_call(
@@ -201,17 +217,14 @@ class ResourceWatch:
                 **self._call_kwargs(),
             )
             page = json.loads(response.data)
-            items.extend(page.get("items") or ())
+            items = page.get("items") or ()
+            listed.count += len(items)
+            yield from items
             meta = page.get("metadata") or {}
             token = meta.get("continue") or None
             if not token:
-                break
-        self.sink.replace(items)
-        version = str(meta.get("resourceVersion") or "")
-        self.synced = True
-        self._contact()
-        log.info("%s: listed %d", self.resource.name, len(items))
-        return version
+                listed.version = str(meta.get("resourceVersion") or "")
+                return
 
     def _watch_from(self, version: str) -> None:
         """Watch until stopped (returns) or until expiry or breakage (raises)."""

@@ -9,7 +9,7 @@ something an operator can read.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from rules.model import Json
@@ -26,7 +26,9 @@ log = logging.getLogger(__name__)
 class Sink(Protocol):
     """Where a resource watch delivers: a full re-list, or one event."""
 
-    def replace(self, objects: list[Json]) -> None: ...
+    def replace(self, objects: Iterable[Json]) -> None:
+        """A full list, streamed page by page: the sink consumes it once, and nothing changes if it raises."""
+        ...
 
     def apply(self, obj: Json) -> None: ...
 
@@ -83,7 +85,8 @@ class PolicyConfigMapSink:
         self.source = f"ConfigMap {namespace}/{name}"
         self._seen: Any = None  # the data last acted on, so a re-list of the same ConfigMap is a no-op
 
-    def replace(self, objects: list[Json]) -> None:
+    def replace(self, objects: Iterable[Json]) -> None:
+        objects = list(objects)
         mine = [obj for obj in objects if _key(obj) == (self.namespace, self.name)]
         others = sorted(_key(obj)[1] for obj in objects if _key(obj) != (self.namespace, self.name))
         if others:
@@ -142,7 +145,8 @@ class VeleroConfigMapSink:
         self.index, self.board, self.namespace, self.name = index, board, namespace, name
         self.source = f"ConfigMap {namespace}/{name}"
 
-    def replace(self, objects: list[Json]) -> None:
+    def replace(self, objects: Iterable[Json]) -> None:
+        objects = list(objects)
         mine = [obj for obj in objects if _key(obj) == (self.namespace, self.name)]
         if mine:
             self.apply(mine[0])
