@@ -41,6 +41,7 @@ class Server:
     process: subprocess.Popen[bytes]
     metrics_dir: Path
     log: Path
+    ready_after: float = 0.0  # seconds from process start to the first 200 from /readyz
 
     def session(self) -> requests.Session:
         session = requests.Session()
@@ -51,7 +52,12 @@ class Server:
 
 @contextmanager
 def running_server(
-    tmp: Path, *args: str, workers: int = 2, env: dict[str, str] | None = None, certs: Path | None = None
+    tmp: Path,
+    *args: str,
+    workers: int = 2,
+    env: dict[str, str] | None = None,
+    certs: Path | None = None,
+    ready_timeout: float = 30.0,
 ) -> Iterator[Server]:
     """The server on a free port; with `certs`, serve the files already there (a test may rotate them)."""
     if certs is None:
@@ -81,12 +87,14 @@ def running_server(
         *args,
     ]
     environment = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), **(env or {})}
+    started = time.monotonic()
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT)
     # The certificate's SANs include localhost: verification is real, by name.
     server = Server(f"https://localhost:{port}", ca, process, metrics_dir, log)
     try:
-        _wait_ready(server)
+        _wait_ready(server, ready_timeout)
+        server.ready_after = time.monotonic() - started
         yield server
     finally:
         process.terminate()  # tests close their sessions first: kept-alive connections would hold shutdown
@@ -106,5 +114,5 @@ def _wait_ready(server: Server, deadline: float = 30.0) -> None:
                 return
         except requests.RequestException:
             pass
-        time.sleep(0.1)
+        time.sleep(0.02)
     raise RuntimeError(f"server not ready: {server.log.read_text()[-3000:]}")
