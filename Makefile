@@ -12,7 +12,7 @@ CLUSTER ?= examples/cluster.yaml
 FILE ?= examples/mover-pod.yaml
 PYTEST_ARGS ?=
 
-.PHONY: help install run test unit chart lint fmt certs review clean
+.PHONY: help install run test unit chart lint fmt certs review clean bench bench-tools
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -56,6 +56,14 @@ chart: $(STAMP) ## render, lint and check the Helm chart in every mode (installs
 	$(BIN)/python -m pytest tests/chart $(PYTEST_ARGS)
 
 test: lint unit chart ## install, lint, then run every test
+
+bench-tools: ## install the load generators hey and wrk (Debian packages) when missing
+	@command -v hey >/dev/null && command -v wrk >/dev/null || { \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends hey wrk; }
+
+bench: $(STAMP) bench-tools ## measure the webhook against its stack's limit (about 4 minutes; not part of test)
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean: ## remove the venv, caches and development certificates
 	rm -rf $(VENV) $(CERT_DIR) .tools .pytest_cache .mypy_cache .ruff_cache *.egg-info

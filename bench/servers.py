@@ -1,0 +1,61 @@
+"""The servers under test: started by the e2e launcher (`serve` exactly as users run it), inspected via /proc."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from rules.model import Json
+from tests.e2e.server import Server, running_server
+from tests.state.fakeapi import FakeKubeAPI
+
+
+def worker_pids(master: int) -> list[int]:
+    """gunicorn's workers: the master's children."""
+    return [int(pid) for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+@dataclass
+class Running:
+    server: Server
+    name: str
+
+    def url(self, endpoint: str) -> str:
+        return f"{self.server.url}/{endpoint}"
+
+    def worker_rss_mb(self) -> list[float]:
+        return [round(rss_mb(pid), 1) for pid in worker_pids(self.server.process.pid)]
+
+
+@contextlib.contextmanager
+def static_server(tmp: Path, certs: Path, cluster: Path, policy: Path) -> Iterator[Running]:
+    """State from a manifest file, as `make run` serves."""
+    tmp.mkdir(parents=True)
+    args = ("--cluster", str(cluster), "--policy", str(policy), "--trivial-endpoint")
+    with running_server(tmp, *args, certs=certs) as server:
+        yield Running(server, "static")
+
+
+@contextlib.contextmanager
+def live_server(tmp: Path, certs: Path, objects: list[Json], policy: Path, name: str) -> Iterator[Running]:
+    """State listed and watched from an API server holding `objects` (the same ingest path as production)."""
+    tmp.mkdir(parents=True)
+    api = FakeKubeAPI(bookmark_interval=30.0)  # the default 0.2 s would put bookmark traffic into the latencies
+    api.seed(objects)
+    api.start()
+    try:
+        kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
+        args = ("--kubeconfig", str(kubeconfig), "--policy", str(policy), "--trivial-endpoint")
+        with running_server(tmp, *args, certs=certs, ready_timeout=180) as server:
+            yield Running(server, name)
+    finally:
+        api.stop()
