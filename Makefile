@@ -12,7 +12,7 @@ CLUSTER ?= examples/cluster.yaml
 FILE ?= examples/mover-pod.yaml
 PYTEST_ARGS ?=
 
-.PHONY: help install run test unit chart lint fmt certs review clean bench bench-tools
+.PHONY: help install run test unit chart lint fmt certs review clean bench bench-tools soak
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -64,6 +64,9 @@ bench-tools: ## install the load generators hey and wrk (Debian packages) when m
 
 bench: $(STAMP) bench-tools ## measure the webhook against its stack's limit (about 4 minutes; not part of test)
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+soak: $(STAMP) bench-tools ## 5 minutes at a fixed rate while the cluster churns: memory and p99 must stay flat
+	$(BIN)/python -m bench.soak $(SOAK_ARGS)
 
 clean: ## remove the venv, caches and development certificates
 	rm -rf $(VENV) $(CERT_DIR) .tools .pytest_cache .mypy_cache .ruff_cache *.egg-info

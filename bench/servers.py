@@ -28,6 +28,7 @@ def rss_mb(pid: int) -> float:
 class Running:
     server: Server
     name: str
+    api: FakeKubeAPI | None = None
 
     def url(self, endpoint: str) -> str:
         return f"{self.server.url}/{endpoint}"
@@ -56,6 +57,6 @@ def live_server(tmp: Path, certs: Path, objects: list[Json], policy: Path, name:
         kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
         args = ("--kubeconfig", str(kubeconfig), "--policy", str(policy), "--trivial-endpoint")
         with running_server(tmp, *args, certs=certs, ready_timeout=180) as server:
-            yield Running(server, name)
+            yield Running(server, name, api)
     finally:
         api.stop()

@@ -160,7 +160,7 @@ def bulk_objects(pods: int) -> list[Json]:
         if claim:
             objects.append(_pvc(namespace, claim, f"pv-{i:06d}"))
             objects.append(_pv(f"pv-{i:06d}", namespace, claim, node))
-        objects.append(_pod(namespace, name, node, claim))
+        objects.append(bulk_pod(namespace, name, node, claim))
     return objects
 
 
@@ -222,7 +222,7 @@ def _pv(name: str, namespace: str, claim: str, node: str) -> Json:
     }
 
 
-def _pod(namespace: str, name: str, node: str, claim: str | None) -> Json:
+def bulk_pod(namespace: str, name: str, node: str, claim: str | None) -> Json:
     volumes: list[Any] = [_TOKEN_VOLUME]  # shared: the objects are only serialized, never changed
     mounts: list[Any] = [{"name": _TOKEN_VOLUME["name"], "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]
     if claim:
