@@ -65,6 +65,10 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
             "limit_request_line": 8190,
             "proc_name": "storage-affinity-webhook",
         }
+        if "control_socket_disable" in self.cfg.settings:  # gunicorn >= 25.1
+            # No `gunicornc` control socket (worker count, reload, shutdown): Kubernetes manages the process, and
+            # every server of a user would share one default path ($HOME/.gunicorn/gunicorn.ctl).
+            options["control_socket_disable"] = True
         for key, value in options.items():
             self.cfg.set(key, value)
 
