@@ -7,7 +7,7 @@ four idle connections). This worker does what Go's `http.Server.Shutdown` does i
 
 - close the listening socket at once (new connections are refused, kube-apiserver dials the other replica);
 - close the connections that wait for their next request and have no bytes pending;
-- let every request in flight finish; its answer says `Connection: close` (gunicorn does that when not alive);
+- let every request in flight finish; its answer says `Connection: close`;
 - exit as soon as no connection is left, and by `graceful_timeout` at the latest (a little before the master's
   SIGKILL, so the worker ends its handlers itself).
 
@@ -94,8 +94,29 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         try:
             super().handle_request(listener_name, req, sock, addr)
         finally:
-            if self.alive:
-                self._idle.add(sock)  # when not alive the answer closed the connection
+            self._idle.add(sock)  # waiting for the next request (unless the answer closed it: handle() forgets it)
+
+    def load_wsgi(self) -> None:
+        super().load_wsgi()
+        self.wsgi = self._close_when_stopping(self.wsgi)
+
+    def _close_when_stopping(self, app: Any) -> Any:
+        """Answers started after SIGTERM say `Connection: close`, also for requests that arrived before it.
+
+        gunicorn decides that when a request arrives; a review in flight when SIGTERM comes would otherwise be
+        answered keep-alive and its client could reuse a connection that is about to close.
+        """
+
+        def wsgi(environ: dict[str, Any], start_response: Any) -> Any:
+            def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+                response = getattr(start_response, "__self__", None)  # gunicorn's Response
+                if not self.alive and hasattr(response, "force_close"):
+                    response.force_close()
+                return start_response(status, headers, exc_info)
+
+            return app(environ, start)
+
+        return wsgi
 
 
 def _has_bytes_pending(client: Any) -> bool:
