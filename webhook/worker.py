@@ -98,7 +98,7 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
-        self.wsgi = self._close_when_stopping(self.wsgi)
+        self.wsgi: Any = self._close_when_stopping(self.wsgi)
 
     def _close_when_stopping(self, app: Any) -> Any:
         """Answers started after SIGTERM say `Connection: close`, also for requests that arrived before it.
@@ -109,7 +109,7 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
 
         def wsgi(environ: dict[str, Any], start_response: Any) -> Any:
             def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-                response = getattr(start_response, "__self__", None)  # gunicorn's Response
+                response: Any = getattr(start_response, "__self__", None)  # gunicorn's Response
                 if not self.alive and hasattr(response, "force_close"):
                     response.force_close()
                 return start_response(status, headers, exc_info)
