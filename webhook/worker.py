@@ -21,6 +21,7 @@ import contextlib
 import os
 import select
 import socket
+import ssl
 import time
 from typing import Any
 
@@ -37,17 +38,17 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._idle: set[Any] = set()  # connections waiting for their next request
+        self._tls: Any = None  # the server SSLContext, built in the worker after gevent's monkey-patching
 
     def run(self) -> None:
-        ssl_args = {"ssl_context": ssl_context(self.cfg)} if self.cfg.is_ssl else {}
+        self._tls = ssl_context(self.cfg) if self.cfg.is_ssl else None
         servers = []
         for listener in self.sockets:
             listener.setblocking(1)
             server = StreamServer(
                 listener,
-                handle=lambda client, addr, s=listener: self.handle(s, client, addr),
+                handle=lambda client, addr, s=listener: self._handshake_and_handle(s, client, addr),
                 spawn=Pool(self.worker_connections),
-                **ssl_args,
             )
             if self.cfg.workers > 1:
                 server.max_accept = 1
@@ -81,6 +82,18 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
             if not _has_bytes_pending(client):
                 self._idle.discard(client)
                 _shut(client)  # its handler reads EOF and ends
+
+    def _handshake_and_handle(self, listener: Any, client: Any, addr: Any) -> None:
+        """The TLS handshake here rather than in gevent's StreamServer, which printed a 15-line traceback for
+        every connection that failed it (a TCP probe, plain HTTP, a port scan): anyone could flood the log."""
+        if self._tls is not None:
+            try:
+                client = self._tls.wrap_socket(client, server_side=True)
+            except (ssl.SSLError, OSError) as exc:
+                self.log.debug("TLS handshake with %s failed: %s", addr, exc)
+                client.close()
+                return
+        self.handle(listener, client, addr)
 
     def handle(self, listener: Any, client: Any, addr: Any) -> None:
         self._idle.add(client)
