@@ -3,7 +3,8 @@
 Why gevent: kube-apiserver (Go net/http) keeps connections alive and parks idle spare ones. A thread-per-connection
 worker (gunicorn `gthread`) blocks a thread on a connection that never sends a request, and with TLS the whole
 pool stalls until the idle timeout (measured: 20 s under `hey`). A gevent worker costs one greenlet per idle
-connection and keeps answering the others.
+connection and keeps answering the others. The worker class (webhook/worker.py) also ends a shutdown as soon as
+the requests in flight are answered, instead of waiting `graceful_timeout` for idle keep-alive connections.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
         options = {
             "bind": [s.bind],
             "workers": s.workers,
-            "worker_class": "gevent",
+            "worker_class": "webhook.worker.DrainingGeventWorker",
             "worker_connections": s.worker_connections,
             "certfile": str(s.cert),
             "keyfile": str(s.key),
@@ -64,6 +65,10 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
             "limit_request_line": 8190,
             "proc_name": "storage-affinity-webhook",
         }
+        if "control_socket_disable" in self.cfg.settings:  # gunicorn >= 25.1
+            # No `gunicornc` control socket (worker count, reload, shutdown): Kubernetes manages the process, and
+            # every server of a user would share one default path ($HOME/.gunicorn/gunicorn.ctl).
+            options["control_socket_disable"] = True
         for key, value in options.items():
             self.cfg.set(key, value)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 import threading
@@ -12,7 +13,9 @@ import pytest
 
 from certs.files import write_bundle
 from certs.issue import issue_ca, issue_serving
+from tests.e2e.hey import finish_hey, parse_summary, start_hey
 from tests.e2e.server import running_server
+from tests.e2e.test_server import mover_review
 from tests.support import EXAMPLES
 
 pytestmark = pytest.mark.e2e
@@ -67,3 +70,52 @@ def test_rotated_files_are_served_without_a_restart_and_no_request_fails(tmp_pat
         assert served_serial(port, server.ca) == second.cert.serial_number
         failures = [r for r in results if r != 200]
         assert failures == [] and len(results) > 20, (len(results), failures[:3])
+
+
+HEY_SECONDS = 3.0
+# Each kept-alive client at most 25 requests/s: 400/s in all, about a third of what two workers answer here. A
+# saturated server starves new connections (measured: 2.4 handshakes/s, up to 5 s each, next to an unthrottled
+# keep-alive hey), and then too few handshakes would happen after the rotation.
+KEEPALIVE_RATE = 25
+
+
+def test_rotation_under_hey_load_keepalive_and_new_handshakes(tmp_path: Path) -> None:
+    """Files replaced while hey posts reviews: kept-alive connections keep their session, new handshakes get the
+    new certificate, and no request fails on either."""
+    ca = issue_ca()
+    certs = tmp_path / "certs"
+    first = issue_serving(ca, "saw", "saw-system")
+    write_bundle(certs, ca, first)
+    body = tmp_path / "review.json"
+    body.write_text(json.dumps(mover_review("hey")))
+    with running_server(tmp_path, "--cluster", str(EXAMPLES / "cluster.yaml"), certs=certs) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        assert served_serial(port, server.ca) == first.cert.serial_number
+        url = server.url + "/mutate"
+        kept_alive = start_hey(url, body, seconds=HEY_SECONDS, concurrency=16, keepalive=True, rate=KEEPALIVE_RATE)
+        handshaking = start_hey(url, body, seconds=HEY_SECONDS, concurrency=4, keepalive=False)
+        started = time.monotonic()
+        time.sleep(HEY_SECONDS / 3)
+        second = issue_serving(ca, "saw", "saw-system")
+        write_bundle(certs, ca, second)  # the project's own issuing and writing code, mid-run
+        rotated = time.monotonic()
+        while served_serial(port, server.ca) != second.cert.serial_number:  # a verifying client, by name
+            assert time.monotonic() - rotated < 3, "the rotated certificate is not served"
+            time.sleep(0.1)
+        assert time.monotonic() - started < HEY_SECONDS - 0.5, "rotation was not checked while hey ran"
+        results = {"keep-alive": finish_hey(kept_alive), "new handshakes": finish_hey(handshaking)}
+        assert served_serial(port, server.ca) == second.cert.serial_number
+    for name, result in results.items():
+        assert result.failed == 0, (name, result.statuses, result.errors)
+        assert result.statuses[200] >= 200, (name, result.summary)
+
+
+def test_hey_summary_is_read_with_its_failures() -> None:
+    text = (
+        "Summary:\n  Total:\t4.0 secs\n\nStatus code distribution:\n  [200]\t1234 responses\n  [503]\t2 responses\n\n"
+        'Error distribution:\n  [3]\tPost "https://localhost:1/mutate": EOF\n'
+    )
+    result = parse_summary(text)
+    assert result.statuses == {200: 1234, 503: 2}
+    assert result.errors == {'Post "https://localhost:1/mutate": EOF': 3}
+    assert (result.sent, result.failed) == (1239, 5)

@@ -49,15 +49,6 @@ def test_tls_is_verified_against_the_issued_ca(server: Server) -> None:
         requests.get(server.url + "/healthz", timeout=5)  # system trust store does not know our CA
 
 
-def test_old_tls_versions_are_refused(server: Server) -> None:
-    context = ssl.create_default_context(cafile=str(server.ca))
-    context.maximum_version = ssl.TLSVersion.TLSv1_1
-    context.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
-    port = int(server.url.rsplit(":", 1)[1])
-    with pytest.raises(ssl.SSLError), socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-        context.wrap_socket(raw, server_hostname="localhost")
-
-
 def test_plain_http_gets_no_admission_answer(server: Server) -> None:
     with pytest.raises(requests.exceptions.ConnectionError):
         requests.post(server.url.replace("https", "http") + "/mutate", json=mover_review(), timeout=5)

@@ -1,0 +1,137 @@
+"""SIGTERM to the gunicorn master: requests in flight are answered, the listener closes, idle connections don't wait.
+
+This is what a rolling update or a node drain does to a replica (after the chart's preStop sleep): kube-apiserver
+must get an answer to every review it already sent, and must find the port closed for new ones, so it dials the
+other replica.
+"""
+
+from __future__ import annotations
+
+import http.client
+import signal
+import socket
+import ssl
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.e2e.server import Server, running_server
+from tests.e2e.test_server import mover_review
+from tests.state.fakeapi import Request, running_fake_api
+from tests.support import EXAMPLES
+from tests.webhook.review_checks import check_response
+
+pytestmark = pytest.mark.e2e
+
+GRACEFUL = 10  # seconds: --graceful-timeout of these servers
+HOLD_AFTER_SIGTERM = 1.0  # seconds the lookups of the reviews in flight still take after SIGTERM
+IN_FLIGHT = 24
+
+
+def port_of(server: Server) -> int:
+    return int(server.url.rsplit(":", 1)[1])
+
+
+def refuses_connections(port: int, within: float) -> bool:
+    """True once a TCP connect to the port is refused (the listening socket is closed), polling up to `within`."""
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except ConnectionRefusedError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+class LookupGate:
+    """Holds the fake API's answers to single-PVC GETs (the lookup a review makes on a cache miss) until opened."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+
+    def __call__(self, req: Request) -> bool:  # the fake API's `delay` predicate, called before it answers
+        if req.method == "GET" and not req.watch and "/persistentvolumeclaims/" in req.path:
+            self.opened.wait(30)
+        return False
+
+
+def test_sigterm_answers_every_request_in_flight_then_exits(tmp_path: Path) -> None:
+    # An empty cluster: the mover's claim is a cache miss, so each review waits for one delayed GET.
+    with running_fake_api() as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        args = ("--kubeconfig", str(kubeconfig), "--lookup-timeout", "4", "--graceful-timeout", str(GRACEFUL))
+        with running_server(tmp_path, *args, workers=2) as server:
+            gate = LookupGate()
+            api.delay(0, gate)
+
+            def one(i: int) -> tuple[dict[str, Any], requests.Response]:
+                review = mover_review(f"inflight-{i}")
+                with server.session() as session:  # one connection each, spread over both workers
+                    return review, session.post(server.url + "/mutate", json=review, timeout=30)
+
+            with ThreadPoolExecutor(IN_FLIGHT) as pool:
+                futures = [pool.submit(one, i) for i in range(IN_FLIGHT)]
+                deadline = time.monotonic() + 10
+                while api.count("GET", "PersistentVolumeClaim", name=True) < IN_FLIGHT:
+                    assert time.monotonic() < deadline, "the reviews never reached their lookup"
+                    time.sleep(0.01)
+                sent = time.monotonic()
+                server.process.send_signal(signal.SIGTERM)  # every review is now waiting for the API
+                assert refuses_connections(port_of(server), within=HOLD_AFTER_SIGTERM), "the listener is open"
+                time.sleep(max(0.0, sent + HOLD_AFTER_SIGTERM - time.monotonic()))
+                assert not any(future.done() for future in futures)
+                gate.opened.set()
+                answers = [future.result() for future in futures]
+            server.process.wait(timeout=GRACEFUL + 5)
+            took = time.monotonic() - sent
+
+    assert len(answers) == IN_FLIGHT
+    for review, answer in answers:
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["Connection"] == "close"  # kube-apiserver won't reuse a connection to this replica
+        check_response(review, answer.json(), mutating=True)
+    assert server.process.returncode == 0
+    assert took < GRACEFUL, f"shutdown took {took:.2f} s"
+
+
+def test_idle_keepalive_connections_do_not_hold_shutdown(tmp_path: Path) -> None:
+    """kube-apiserver parks idle connections; gunicorn's own gevent worker waited the whole graceful timeout."""
+    with running_server(tmp_path, "--cluster", str(EXAMPLES / "cluster.yaml"), "--graceful-timeout", str(GRACEFUL)) as (
+        server
+    ):
+        context = ssl.create_default_context(cafile=str(server.ca))
+        idle = []
+        for _ in range(16):
+            conn = http.client.HTTPSConnection("localhost", port_of(server), context=context, timeout=GRACEFUL + 5)
+            conn.request("GET", "/healthz")
+            response = conn.getresponse()
+            assert (response.status, response.read()) == (200, b"ok\n")
+            assert response.getheader("Connection") != "close"
+            idle.append(conn)
+        closed: list[bytes] = []
+
+        def wait_for_close(conn: http.client.HTTPSConnection) -> None:
+            assert conn.sock is not None
+            closed.append(conn.sock.recv(1))  # b"" once the server closes the idle connection
+
+        readers = [threading.Thread(target=wait_for_close, args=(conn,)) for conn in idle]
+        for reader in readers:
+            reader.start()
+        sent = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(timeout=GRACEFUL + 5)
+        took = time.monotonic() - sent
+        for reader in readers:
+            reader.join(5)
+        for conn in idle:
+            conn.close()
+
+    assert server.process.returncode == 0
+    assert closed == [b""] * len(idle)
+    assert took < 2.0, f"shutdown with idle keep-alive connections took {took:.2f} s (graceful timeout {GRACEFUL} s)"
