@@ -7,12 +7,12 @@ readiness probe does, with the development CA.
 from __future__ import annotations
 
 import json
-import math
-import re
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from tests.e2e.hey import finish_hey, start_hey
 
 LUA = Path(__file__).with_name("post.lua")
 
@@ -44,43 +44,23 @@ def require(tool: str) -> str:
 
 
 def hey(url: str, body: Path, *, seconds: float, connections: int, rate: int | None = None) -> Run:
-    """`hey -z`; with `rate`, each connection is limited to rate/connections requests per second."""
-    command = [require("hey"), "-z", f"{seconds}s", "-c", str(connections), "-m", "POST", "-T", "application/json"]
-    command += ["-D", str(body), "-t", "10"]
-    if rate:
-        command += ["-q", str(max(1, round(rate / connections)))]
-    out = subprocess.run([*command, url], capture_output=True, text=True, check=True, timeout=seconds + 60).stdout
-    return parse_hey(out, url, seconds, connections, rate)
-
-
-def parse_hey(out: str, url: str, seconds: float, connections: int, rate: int | None) -> Run:
-    def number(pattern: str) -> float:
-        """NaN when hey omits it: with fewer than 100 answers it prints its 99th percentile as `0% in 0.0000`."""
-        found = re.search(pattern, out)
-        return float(found.group(1)) if found else math.nan
-
-    statuses = {int(code): int(n) for code, n in re.findall(r"\[(\d{3})\]\s+(\d+) responses", out)}
-    error_lines = (
-        re.findall(r"^\s+\[(\d+)\]\s+(.+)$", out.split("Error distribution:")[1], re.M)
-        if ("Error distribution:" in out)
-        else []
-    )
-    transport_errors = sum(int(n) for n, _ in error_lines)
-    timeouts = sum(int(n) for n, text in error_lines if "timeout" in text.lower() or "deadline" in text.lower())
-    bad_status = sum(n for code, n in statuses.items() if code != 200)
+    """`hey -z` with keep-alive; with `rate`, each connection is limited to rate/connections requests per second."""
+    per_connection = max(1, round(rate / connections)) if rate else 0
+    process = start_hey(url, body, seconds=seconds, concurrency=connections, keepalive=True, rate=per_connection)
+    result = finish_hey(process, timeout=seconds + 60)
     return Run(
         tool="hey",
         url=url,
         seconds=seconds,
         connections=connections,
         rate=rate,
-        requests=sum(statuses.values()) + transport_errors,
-        rps=number(r"Requests/sec:\s+([\d.]+)"),
-        p50_ms=number(r"\s50% in ([\d.]+) secs") * 1000,
-        p99_ms=number(r"\s99% in ([\d.]+) secs") * 1000,
-        errors=transport_errors + bad_status,
-        timeouts=timeouts,
-        detail="; ".join(text.strip()[:160] for _, text in error_lines[:3]),
+        requests=result.sent,
+        rps=result.rps,
+        p50_ms=result.p50_ms,
+        p99_ms=result.p99_ms,
+        errors=result.failed,
+        timeouts=result.timeouts,
+        detail="; ".join(text[:160] for text in list(result.errors)[:3]),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -16,6 +17,9 @@ class HeyResult:
     statuses: dict[int, int]  # status code -> responses
     errors: dict[str, int]  # error message -> requests that got no response
     summary: str
+    rps: float = math.nan
+    p50_ms: float = math.nan  # NaN when hey omits it: under 100 answers it prints its p99 as `0% in 0.0000`
+    p99_ms: float = math.nan
 
     @property
     def sent(self) -> int:
@@ -24,6 +28,10 @@ class HeyResult:
     @property
     def failed(self) -> int:
         return sum(n for code, n in self.statuses.items() if code != 200) + sum(self.errors.values())
+
+    @property
+    def timeouts(self) -> int:
+        return sum(n for text, n in self.errors.items() if "timeout" in text.lower() or "deadline" in text.lower())
 
 
 def hey_binary() -> str:
@@ -67,4 +75,16 @@ def parse_summary(text: str) -> HeyResult:
             else:
                 errors[match[2]] = int(match[1])
     assert statuses or errors, f"no hey summary in: {text[-2000:]}"
-    return HeyResult(statuses, errors, text)
+    return HeyResult(
+        statuses,
+        errors,
+        text,
+        rps=_number(r"Requests/sec:\s+([\d.]+)", text),
+        p50_ms=_number(r"\s50% in ([\d.]+) secs", text) * 1000,
+        p99_ms=_number(r"\s99% in ([\d.]+) secs", text) * 1000,
+    )
+
+
+def _number(pattern: str, text: str) -> float:
+    found = re.search(pattern, text)
+    return float(found.group(1)) if found else math.nan

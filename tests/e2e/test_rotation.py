@@ -13,7 +13,7 @@ import pytest
 
 from certs.files import write_bundle
 from certs.issue import issue_ca, issue_serving
-from tests.e2e.hey import finish_hey, parse_summary, start_hey
+from tests.e2e.hey import finish_hey, start_hey
 from tests.e2e.server import running_server
 from tests.e2e.test_server import mover_review
 from tests.support import EXAMPLES
@@ -108,14 +108,3 @@ def test_rotation_under_hey_load_keepalive_and_new_handshakes(tmp_path: Path) ->
     for name, result in results.items():
         assert result.failed == 0, (name, result.statuses, result.errors)
         assert result.statuses[200] >= 200, (name, result.summary)
-
-
-def test_hey_summary_is_read_with_its_failures() -> None:
-    text = (
-        "Summary:\n  Total:\t4.0 secs\n\nStatus code distribution:\n  [200]\t1234 responses\n  [503]\t2 responses\n\n"
-        'Error distribution:\n  [3]\tPost "https://localhost:1/mutate": EOF\n'
-    )
-    result = parse_summary(text)
-    assert result.statuses == {200: 1234, 503: 2}
-    assert result.errors == {'Post "https://localhost:1/mutate": EOF': 3}
-    assert (result.sent, result.failed) == (1239, 5)

@@ -1,10 +1,10 @@
-"""The benchmark reads hey's summary: errors and percentiles must be counted, never silently zero."""
+"""hey's summary as the benchmark and the load tests read it: errors and percentiles counted, never silently zero."""
 
 from __future__ import annotations
 
 import math
 
-from bench.load import parse_hey
+from tests.e2e.hey import parse_summary
 
 SUMMARY = """
 Summary:
@@ -40,14 +40,25 @@ Status code distribution:
 
 
 def test_errors_count_transport_failures_and_non_200_answers() -> None:
-    run = parse_hey(SUMMARY, "u", 3, 16, None)
-    assert run.requests == 4560 + 2 + 4
-    assert run.errors == 2 + 4
+    run = parse_summary(SUMMARY)
+    assert run.sent == 4560 + 2 + 4
+    assert run.failed == 2 + 4
     assert run.timeouts == 3
     assert (run.rps, run.p50_ms, run.p99_ms) == (1520.3311, 8.3, 31.2)
 
 
 def test_a_missing_percentile_is_nan_not_zero() -> None:
-    run = parse_hey(FEW, "u", 0.5, 8, 200)
-    assert run.errors == 0 and run.p50_ms == 2.2
+    run = parse_summary(FEW)
+    assert run.failed == 0 and run.p50_ms == 2.2
     assert math.isnan(run.p99_ms)
+
+
+def test_hey_summary_is_read_with_its_failures() -> None:
+    text = (
+        "Summary:\n  Total:\t4.0 secs\n\nStatus code distribution:\n  [200]\t1234 responses\n  [503]\t2 responses\n\n"
+        'Error distribution:\n  [3]\tPost "https://localhost:1/mutate": EOF\n'
+    )
+    result = parse_summary(text)
+    assert result.statuses == {200: 1234, 503: 2}
+    assert result.errors == {'Post "https://localhost:1/mutate": EOF': 3}
+    assert (result.sent, result.failed) == (1239, 5)
