@@ -184,6 +184,9 @@ def _serve_files(args: argparse.Namespace) -> int:
 
 
 def _rotate(args: argparse.Namespace) -> int:
+    from webhook.logs import configure_logging
+
+    configure_logging("info")
     try:
         return selfcerts.rotate(args)
     except Exception as exc:  # the message matters more than the trace to an operator reading pod logs

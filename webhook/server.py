@@ -19,6 +19,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 from certs.reload import ReloadingServerContext
+from webhook.logs import configure_logging
 from webhook.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
 
 def run(settings: Settings) -> None:
     """Serve until stopped. Metrics files go to a private directory shared by the workers."""
+    configure_logging(settings.log_level)
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="storage-affinity-metrics-")
     WebhookServer(settings).run()

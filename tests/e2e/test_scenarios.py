@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,3 +108,7 @@ def test_live_state_places_a_mover_next_to_an_anchor_created_a_moment_before(tmp
                 result = jsonpatch.apply_patch(copy.deepcopy(mover), patch)
                 assert result["metadata"]["annotations"]["storage-affinity.io/co-scheduled-with"] == f"db-0/{NODE}"
                 assert result["spec"]["tolerations"] == anchor["spec"]["tolerations"]
+        # our own info lines reach the log, formatted like gunicorn's (time, pid, level, logger)
+        assert re.search(
+            r"^\[[-\d :+]+\] \[\d+\] \[INFO\] webhook\.state\.live: pods: listed 0$", live.log.read_text(), re.M
+        )
