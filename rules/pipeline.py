@@ -138,6 +138,7 @@ def _apply_enforcement(ctx: Context) -> None:
 
 
 #: Bounds of a denial message: hostile input (100,000 bad list items, a 1 MB key) must not make a megabyte answer.
+FIELD_LIMIT = 400  # a valid annotation key is at most 317 characters
 FINDING_TEXT_LIMIT = 1000
 DENIAL_MESSAGE_LIMIT = 8192
 
@@ -149,7 +150,8 @@ def denial_message(findings: Sequence[Finding]) -> str:
     noun = "problem" if count == 1 else "problems"
     message = f"storage-affinity-webhook denied: {count} {noun}: "
     for i, found in enumerate(findings, 1):
-        item = f"({i}) {clip(found.text(), FINDING_TEXT_LIMIT)}"
+        text = f"{clip(found.field, FIELD_LIMIT)}: {found.message}" if found.field else found.message
+        item = f"({i}) {clip(text, FINDING_TEXT_LIMIT)}"
         if i > 1 and len(message) + len(item) > DENIAL_MESSAGE_LIMIT:
             return message + f"; and {count - i + 1} more (fix these first)"
         message += item if i == 1 else "; " + item
