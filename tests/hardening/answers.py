@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from typing import Any
 
 from tests.hardening.hostile import ECHO_BOUND, Case
 from tests.support import check_patch
 from tests.webhook.review_checks import check_response
+
+RecordProperty = Callable[[str, object], None]  # pytest's record_property fixture
 
 
 def judge(case: Case, status: int, content_type: str, body: bytes, sent: bytes) -> None:

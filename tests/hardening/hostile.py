@@ -8,6 +8,7 @@ contain `text`. No answer may carry a huge input back: `ECHO_BOUND` caps every a
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -110,6 +111,10 @@ class Case:
     @property
     def id(self) -> str:
         return f"{self.endpoint}-{self.name}"
+
+
+def _policy_body(text: str) -> bytes:
+    return encode(review(policy_map(text)))
 
 
 def _unique_items(count: int) -> str:
@@ -282,7 +287,7 @@ CASES: list[Case] = [
         Case(
             f"policy-{name}",
             "validate",
-            (lambda t=text: encode(review(policy_map(t)))),
+            functools.partial(_policy_body, text),
             200,
             f"data[policy.yaml]: {expected}" if not expected.startswith("more") else expected,
             allowed=False,

@@ -8,7 +8,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from rules.policy import parse_policy_text
-from tests.hardening.answers import judge
+from tests.hardening.answers import RecordProperty, judge
 from tests.hardening.hostile import CASES, OWN_NAMESPACE, Case
 from tests.support import EXAMPLES
 from webhook.app import create_app
@@ -28,7 +28,7 @@ def client() -> FlaskClient:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_hostile_request_gets_a_clear_bounded_answer(
-    client: FlaskClient, case: Case, record_property: pytest.RecordProperty
+    client: FlaskClient, case: Case, record_property: RecordProperty
 ) -> None:
     body = case.body()
     started = time.perf_counter()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.server import Server, running_server
-from tests.hardening.answers import judge
+from tests.hardening.answers import RecordProperty, judge
 from tests.hardening.hostile import CASES, MB, Case, encode, mover, review
 from tests.hardening.procs import wait_for_workers
 from tests.support import EXAMPLES
@@ -33,7 +33,7 @@ def workers(server: Server) -> set[int]:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_hostile_request_over_tls(
-    server: Server, workers: set[int], case: Case, record_property: pytest.RecordProperty
+    server: Server, workers: set[int], case: Case, record_property: RecordProperty
 ) -> None:
     body = case.body()
     with server.session() as session:
@@ -50,7 +50,7 @@ def test_hostile_request_over_tls(
 
 
 def test_chunked_10mb_body_is_refused_with_413(
-    server: Server, workers: set[int], record_property: pytest.RecordProperty
+    server: Server, workers: set[int], record_property: RecordProperty
 ) -> None:
     """No Content-Length: the limit must hold while the body streams in."""
 
