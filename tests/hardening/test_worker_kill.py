@@ -48,11 +48,17 @@ def test_killed_worker_is_replaced_and_only_its_connections_fail(
             while not stop.is_set():
                 try:
                     answer = session.post(f"{server.url}/mutate", data=body, timeout=10)
-                    check_response(sent, answer.json(), mutating=True)
-                    outcome = "ok" if answer.status_code == 200 else f"http {answer.status_code}"
-                except requests.ConnectionError:
-                    outcome = "connection error"
+                except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
+                    outcome = "connection error"  # the connection died under the request
                     failures_per_client[index] += 1
+                except Exception as exc:  # counted; the assertions below reject it
+                    outcome = f"{type(exc).__name__}: {exc}"
+                else:
+                    try:
+                        check_response(sent, answer.json(), mutating=True)
+                        outcome = "ok" if answer.status_code == 200 else f"http {answer.status_code}"
+                    except Exception as exc:
+                        outcome = f"bad answer {answer.status_code}: {type(exc).__name__}: {exc}"
                 with lock:
                     outcomes[outcome] += 1
                     if replaced.is_set():
