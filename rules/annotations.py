@@ -3,10 +3,11 @@ relies on them, so a typo is an admission error instead of a silently ignored se
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rules.documents import JsonError, load_json
+from rules.echo import clip
 from rules.loadaffinity_config import load_affinity_problems
 from rules.model import PREFIX
 from rules.names import dns1123_subdomain_error
@@ -25,7 +26,7 @@ PLACEMENTS = ("requiredAffinity", "nodeSelector", "nodeName")
 
 def _one_of(*allowed: str) -> Callable[[str], list[tuple[str, str]]]:
     def check(value: str) -> list[tuple[str, str]]:
-        return [] if value in allowed else [("", f'"{value}" is not one of {", ".join(allowed)}')]
+        return [] if value in allowed else [("", f'"{clip(value)}" is not one of {", ".join(allowed)}')]
 
     return check
 
@@ -38,7 +39,7 @@ def _name(value: str) -> list[tuple[str, str]]:
 def _decision(value: str) -> list[tuple[str, str]]:
     pod, slash, node = value.partition("/")
     if not slash or dns1123_subdomain_error(pod) or dns1123_subdomain_error(node):
-        return [("", f'"{value}" is not of the form <pod>/<node>')]
+        return [("", f'"{clip(value)}" is not of the form <pod>/<node>')]
     return []
 
 
@@ -48,9 +49,9 @@ def _applied(value: str) -> list[tuple[str, str]]:
 
 def _load_affinity(value: str) -> list[tuple[str, str]]:
     try:
-        entries = json.loads(value)
-    except json.JSONDecodeError as exc:
-        return [("", f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}")]
+        entries = load_json(value)
+    except JsonError as exc:
+        return [("", f"is not valid JSON: {exc}")]
     errors, unknown = load_affinity_problems(entries, "")
     return errors + unknown
 

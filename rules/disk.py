@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rules.context import Context, PodTarget
+from rules.echo import clip
 from rules.model import Severity
 from rules.names import dns1123_label_error, label_key_error, label_value_error
 from rules.suggest import unknown_field
@@ -51,19 +52,17 @@ def split_list(value: str) -> tuple[list[str], list[str]]:
     if not value.strip():
         return [], ["must not be empty"]
     raw = value.split(",")
-    items: list[str] = []
-    problems: list[str] = []
+    items: dict[str, None] = {}  # sets, not lists: a 100,000-item value took a minute to check
+    problems: dict[str, None] = {}
     for position, text in enumerate(raw, 1):
         item = text.strip()
         if not item:
-            problems.append(f"item {position} of {len(raw)} is empty (remove the extra comma)")
+            problems[f"item {position} of {len(raw)} is empty (remove the extra comma)"] = None
         elif item in items:
-            message = f"{_q(item)} is listed more than once"
-            if message not in problems:
-                problems.append(message)
+            problems[f"{_q(item)} is listed more than once"] = None
         else:
-            items.append(item)
-    return items, problems
+            items[item] = None
+    return list(items), list(problems)
 
 
 @dataclass(frozen=True)
@@ -236,4 +235,4 @@ def _changes_on_update(ctx: Context, target: PodTarget, annotations: Mapping[str
 
 def _q(text: str) -> str:
     """A user's text quoted for a message, control characters escaped so one finding stays one line."""
-    return json.dumps(text, ensure_ascii=False)
+    return json.dumps(clip(text), ensure_ascii=False)

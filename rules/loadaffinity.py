@@ -15,6 +15,7 @@ from typing import Any
 from rules.annotations import LOAD_AFFINITY, LOAD_AFFINITY_APPLIED, STORAGE_CLASS
 from rules.context import Context, PodTarget
 from rules.coschedule import NODE_NAME, NODE_SELECTOR, REQUIRED_AFFINITY, hostname_selector, pin_terms, placement_mode
+from rules.documents import JsonError, load_json
 from rules.loadaffinity_config import load_affinity_problems
 from rules.model import Json
 from rules.names import dns1123_subdomain_error
@@ -99,8 +100,8 @@ def settings_for(ctx: Context, target: PodTarget) -> LoadSettings | None:
         return settings
     at = target.field(f"metadata.annotations[{LOAD_AFFINITY}]")
     try:
-        entries = json.loads(raw)
-    except json.JSONDecodeError:
+        entries = load_json(raw)
+    except JsonError:
         ctx.warn(f"{at} is not valid JSON: load affinity not applied")
         return None
     errors, unknown = load_affinity_problems(entries, "")

@@ -7,12 +7,12 @@ missing StorageClass or Node may simply not exist yet.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from rules.annotations import LOAD_AFFINITY, STORAGE_CLASS
 from rules.context import Context, PodTarget
+from rules.documents import JsonError, load_json
 from rules.loadaffinity_config import backup_pvc_cluster_problems, entry_cluster_problems
 from rules.model import Json, Severity
 from rules.policy import POLICY_KEY, POLICY_LABEL, PolicyError, policy_from_config_map
@@ -67,8 +67,8 @@ def load_affinity_annotations(ctx: Context, target: PodTarget) -> None:
     raw = annotations.get(LOAD_AFFINITY)
     if isinstance(raw, str) and old.get(LOAD_AFFINITY) != raw:
         try:
-            entries: Any = json.loads(raw)
-        except json.JSONDecodeError:
+            entries: Any = load_json(raw)
+        except JsonError:
             entries = None  # reported by the annotation rule
         if isinstance(entries, list):
             at = target.field(f"metadata.annotations[{LOAD_AFFINITY}]")

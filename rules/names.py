@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from rules.echo import clip
+
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -19,9 +21,9 @@ def dns1123_label_error(value: str) -> str | None:
     if not value:
         return "must not be empty"
     if len(value) > 63:
-        return f"{value!r} is longer than 63 characters"
+        return f"{clip(value)!r} is longer than 63 characters"
     if not _DNS1123_LABEL.fullmatch(value):
-        return f"{value!r} is not a DNS-1123 label (lower case alphanumerics and '-', alphanumeric at both ends)"
+        return f"{clip(value)!r} is not a DNS-1123 label (lower case alphanumerics and '-', alphanumeric at both ends)"
     return None
 
 
@@ -30,9 +32,9 @@ def dns1123_subdomain_error(value: str) -> str | None:
     if not value:
         return "must not be empty"
     if len(value) > 253:
-        return f"{value!r} is longer than 253 characters"
+        return f"{clip(value)!r} is longer than 253 characters"
     if not _DNS1123_SUBDOMAIN.fullmatch(value):
-        return f"{value!r} is not a valid name (lower case alphanumerics, '-' and '.', alphanumeric at both ends)"
+        return f"{clip(value)!r} is not a valid name (lower case alphanumerics, '-' and '.', alphanumeric at both ends)"
     return None
 
 
@@ -43,22 +45,25 @@ def label_key_error(key: str) -> str | None:
     prefix, slash, name = key.rpartition("/")
     if slash:
         if not prefix:
-            return f"label key {key!r} has an empty prefix"
+            return f"label key {clip(key)!r} has an empty prefix"
         if len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix):
-            return f"label key {key!r} has a prefix that is not a DNS-1123 subdomain"
+            return f"label key {clip(key)!r} has a prefix that is not a DNS-1123 subdomain"
     if not name:
-        return f"label key {key!r} has an empty name"
+        return f"label key {clip(key)!r} has an empty name"
     if len(name) > 63:
-        return f"label key {key!r} has a name longer than 63 characters"
+        return f"label key {clip(key)!r} has a name longer than 63 characters"
     if not _QUALIFIED_NAME.fullmatch(name):
-        return f"label key {key!r} is not a qualified name (alphanumerics, '-', '_' and '.', alphanumeric at both ends)"
+        return (
+            f"label key {clip(key)!r} is not a qualified name "
+            "(alphanumerics, '-', '_' and '.', alphanumeric at both ends)"
+        )
     return None
 
 
 def label_value_error(value: str) -> str | None:
     """Why `value` is not a valid label value (empty is valid), or None."""
     if len(value) > 63:
-        return f"label value {value!r} is longer than 63 characters"
+        return f"label value {clip(value)!r} is longer than 63 characters"
     if not _LABEL_VALUE.fullmatch(value):
-        return f"label value {value!r} is not valid (alphanumerics, '-', '_' and '.', alphanumeric at both ends)"
+        return f"label value {clip(value)!r} is not valid (alphanumerics, '-', '_' and '.', alphanumeric at both ends)"
     return None

@@ -14,6 +14,7 @@ from typing import Any
 from rules.annotations import annotation_problems
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, Context, PodTarget
+from rules.echo import clip
 from rules.model import Decision, Finding, Json, Severity, Subject
 from rules.patch import PatchBuilder
 from rules.policy import POLICY_LABEL, Policy, PolicyError, policy_from_config_map
@@ -136,12 +137,25 @@ def _apply_enforcement(ctx: Context) -> None:
             ctx.warn(finding.text())
 
 
+#: Bounds of a denial message: hostile input (100,000 bad list items, a 1 MB key) must not make a megabyte answer.
+FIELD_LIMIT = 400  # a valid annotation key is at most 317 characters
+FINDING_TEXT_LIMIT = 1000
+DENIAL_MESSAGE_LIMIT = 8192
+
+
 def denial_message(findings: Sequence[Finding]) -> str:
-    """DESIGN §6: every finding in one message, numbered, each with its field path."""
+    """DESIGN §6: every finding in one message, numbered, each with its field path — up to a size bound, after
+    which the rest are counted, not listed."""
     count = len(findings)
     noun = "problem" if count == 1 else "problems"
-    items = "; ".join(f"({i}) {f.text()}" for i, f in enumerate(findings, 1))
-    return f"storage-affinity-webhook denied: {count} {noun}: {items}"
+    message = f"storage-affinity-webhook denied: {count} {noun}: "
+    for i, found in enumerate(findings, 1):
+        text = f"{clip(found.field, FIELD_LIMIT)}: {found.message}" if found.field else found.message
+        item = f"({i}) {clip(text, FINDING_TEXT_LIMIT)}"
+        if i > 1 and len(message) + len(item) > DENIAL_MESSAGE_LIMIT:
+            return message + f"; and {count - i + 1} more (fix these first)"
+        message += item if i == 1 else "; " + item
+    return message
 
 
 # --- the rules shipped with the foundation --------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 
 from rules.documents import DocumentError, load_documents
+from rules.echo import clip
 from rules.loadaffinity_config import load_affinity_problems
 from rules.model import Json
 from rules.names import dns1123_label_error, dns1123_subdomain_error
@@ -26,6 +27,11 @@ from rules.suggest import unknown_field
 POLICY_KEY = "policy.yaml"
 POLICY_LABEL = "storage-affinity.io/policy"
 ROLES = ("mover", "backup", "restore")
+#: A policy is a few KiB; PyYAML (pure Python: the C loader crashes on deep nesting) needs seconds per MiB, which
+#: would hold an admission request (a policy ConfigMap through /validate) past its timeout.
+POLICY_TEXT_LIMIT = 256 * 1024
+#: How many problems a PolicyError's text lists (all stay in `problems`).
+LISTED_PROBLEMS = 50
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -35,7 +41,9 @@ class PolicyError(ValueError):
     def __init__(self, problems: list[Problem], source: str = "policy") -> None:
         self.problems = problems
         self.source = source
-        super().__init__(f"{source}: " + "; ".join(format_problem(p) for p in problems))
+        listed = "; ".join(format_problem(p) for p in problems[:LISTED_PROBLEMS])
+        more = f"; and {len(problems) - LISTED_PROBLEMS} more" if len(problems) > LISTED_PROBLEMS else ""
+        super().__init__(f"{source}: {listed}{more}")
 
 
 @dataclass(frozen=True)
@@ -133,10 +141,12 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
 
 def parse_policy_text(text: str, source: str = "policy") -> Policy:
     """A policy from YAML text holding either a bare policy document or a ConfigMap with `policy.yaml`."""
+    if (too_big := _size_problem(text)) is not None:
+        raise PolicyError([("", too_big)], source)
     try:
         documents = load_documents(text, source)
-    except DocumentError as exc:
-        raise PolicyError([("", str(exc))], source) from None
+    except DocumentError as exc:  # its text starts with the source, which PolicyError adds again
+        raise PolicyError([("", str(exc).removeprefix(f"{source}: "))], source) from None
     if len(documents) != 1:
         raise PolicyError([("", f"expected exactly one YAML document, found {len(documents)}")], source)
     doc = documents[0]
@@ -152,6 +162,8 @@ def policy_from_config_map(config_map: Mapping[str, Any], source: str = "policy 
     text = data[POLICY_KEY]
     if not isinstance(text, str):
         raise PolicyError([(f"data[{POLICY_KEY}]", f"must be a string, not {type_name(text)}")], source)
+    if (too_big := _size_problem(text)) is not None:
+        raise PolicyError([(f"data[{POLICY_KEY}]", too_big)], source)
     try:
         documents = load_documents(text, f"data[{POLICY_KEY}]")
     except DocumentError as exc:  # its text starts with the source, which the path already names
@@ -164,6 +176,12 @@ def policy_from_config_map(config_map: Mapping[str, Any], source: str = "policy 
         return policy_from_document(doc, source)
     except PolicyError as exc:
         raise PolicyError([(_join(f"data[{POLICY_KEY}]", p), m) for p, m in exc.problems], source) from None
+
+
+def _size_problem(text: str) -> str | None:
+    if len(text) <= POLICY_TEXT_LIMIT:
+        return None
+    return f"is {len(text)} characters long, more than the limit of {POLICY_TEXT_LIMIT} (a policy is a few KiB)"
 
 
 def render_path(parts: Any) -> str:
@@ -188,7 +206,7 @@ def _schema_problems(error: jsonschema.ValidationError) -> list[Problem]:
     path = render_path(error.absolute_path)
     validator = error.validator
     if validator == "enum":
-        shown = json.dumps(error.instance) if not isinstance(error.instance, str) else f'"{error.instance}"'
+        shown = clip(json.dumps(error.instance) if not isinstance(error.instance, str) else f'"{error.instance}"')
         return [(path, f"{shown} is not one of {', '.join(str(v) for v in error.validator_value)}")]  # type: ignore[union-attr]
     if validator == "additionalProperties":
         known = list((error.schema.get("properties") or {}).keys())  # type: ignore[union-attr]

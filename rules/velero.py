@@ -7,11 +7,11 @@ Two keys are refused here: Velero would read whichever one Go's map iteration yi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rules.documents import JsonError, load_json
 from rules.loadaffinity_config import known_fields, load_affinity_problems
 from rules.model import Json
 from rules.names import dns1123_subdomain_error
@@ -76,12 +76,8 @@ def config_document(config_map: Mapping[str, Any]) -> tuple[str, Any]:
     if not isinstance(text, str):
         raise VeleroConfigError([(f"data[{key}]", f"must be a string holding JSON, not {type_name(text)}")])
     try:
-        doc = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise VeleroConfigError(
-            [(f"data[{key}]", f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}")]
-        ) from None
-    except ValueError as exc:
+        doc = load_json(text, parse_constant=_reject_constant)
+    except JsonError as exc:
         raise VeleroConfigError([(f"data[{key}]", f"is not valid JSON: {exc}")]) from None
     if not isinstance(doc, Mapping):
         raise VeleroConfigError([(f"data[{key}]", f"must hold a JSON object, not {type_name(doc)}")])

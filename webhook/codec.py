@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rules.documents import NESTED_TOO_DEEPLY, JsonError, load_json
 from rules.model import Decision, Json, Subject
 from rules.pipeline import denial_message
 
@@ -63,11 +64,10 @@ def decode_review(body: bytes) -> AdmissionRequest:
     except UnicodeDecodeError as exc:
         raise ReviewError(f"request body is not UTF-8 (byte {exc.start})") from None
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ReviewError(f"request body is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
-    except RecursionError:
-        raise ReviewError("request body is not usable JSON: nested too deeply") from None
+        doc = load_json(text)
+    except JsonError as exc:
+        usable = "usable " if str(exc) == NESTED_TOO_DEEPLY else ""
+        raise ReviewError(f"request body is not {usable}JSON: {exc}") from None
     return request_from_document(doc)
 
 
