@@ -33,7 +33,7 @@ from rules.policy import POLICY_LABEL, Policy
 from webhook import metrics
 from webhook.runtime import Runtime
 from webhook.state.apisource import ApiConfigError, api_source
-from webhook.state.index import ClusterIndex
+from webhook.state.index import ClusterIndex, bulk_ingest
 from webhook.state.reload import PolicyConfigMapSink, ProblemBoard, Sink, VeleroConfigMapSink
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ def _cooperative(objects: Iterable[Json], kind: str) -> Iterator[Json]:
     for i, obj in enumerate(objects):
         if i % 256 == 255:
             time.sleep(0)
-        yield {**obj, "kind": kind}
+        yield obj  # replace_kind stamps the kind
 
 
 class IndexSink:
@@ -199,7 +199,8 @@ class ResourceWatch:
     def _list(self) -> str:
         """List page by page into the sink, so a big list is never held whole: only the trimmed index grows."""
         listed = _Listed()
-        self.sink.replace(self._pages(listed))
+        with bulk_ingest():
+            self.sink.replace(self._pages(listed))
         self.synced = True
         self._contact()
         log.info("%s: listed %d", self.resource.name, listed.count)

@@ -6,12 +6,18 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from rules.documents import DocumentError, iter_objects, load_documents
-from webhook.state.index import KINDS, ClusterIndex
+from webhook.state.index import KINDS, ClusterIndex, bulk_ingest
 
 
 def load_static_state(paths: Iterable[str | Path]) -> ClusterIndex:
     """An index of every Pod, PVC, PV, StorageClass, Node and ConfigMap in the files (other kinds ignored)."""
     index = ClusterIndex()
+    with bulk_ingest():
+        _load_into(index, paths)
+    return index
+
+
+def _load_into(index: ClusterIndex, paths: Iterable[str | Path]) -> None:
     for path in paths:
         source = str(path)
         try:
@@ -24,4 +30,3 @@ def load_static_state(paths: Iterable[str | Path]) -> ClusterIndex:
                 if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
                     raise DocumentError(f"{source}: a {obj.get('kind')} has no metadata.name")
                 index.apply(obj)
-    return index
