@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,19 @@ from pathlib import Path
 from rules.model import Json
 from tests.e2e.server import Server, running_server
 from tests.state.fakeapi import FakeKubeAPI
+
+
+def split_cpus() -> tuple[set[int] | None, set[int] | None]:
+    """(server CPUs, load generator CPUs): halves of the machine, so the client never takes CPU from the server
+    unevenly between the endpoints compared. None on a single CPU."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None, None
+    half = len(cpus) // 2
+    return set(cpus[:half]), set(cpus[half:])
+
+
+SERVER_CPUS, CLIENT_CPUS = split_cpus()
 
 
 def worker_pids(master: int) -> list[int]:
@@ -42,7 +56,7 @@ def static_server(tmp: Path, certs: Path, cluster: Path, policy: Path) -> Iterat
     """State from a manifest file, as `make run` serves."""
     tmp.mkdir(parents=True)
     args = ("--cluster", str(cluster), "--policy", str(policy), "--trivial-endpoint")
-    with running_server(tmp, *args, certs=certs) as server:
+    with running_server(tmp, *args, certs=certs, cpus=SERVER_CPUS) as server:
         yield Running(server, "static")
 
 
@@ -56,7 +70,7 @@ def live_server(tmp: Path, certs: Path, objects: list[Json], policy: Path, name:
     try:
         kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
         args = ("--kubeconfig", str(kubeconfig), "--policy", str(policy), "--trivial-endpoint")
-        with running_server(tmp, *args, certs=certs, ready_timeout=180) as server:
+        with running_server(tmp, *args, certs=certs, ready_timeout=180, cpus=SERVER_CPUS) as server:
             yield Running(server, name, api)
     finally:
         api.stop()

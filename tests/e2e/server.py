@@ -58,8 +58,12 @@ def running_server(
     env: dict[str, str] | None = None,
     certs: Path | None = None,
     ready_timeout: float = 30.0,
+    cpus: set[int] | None = None,
 ) -> Iterator[Server]:
-    """The server on a free port; with `certs`, serve the files already there (a test may rotate them)."""
+    """The server on a free port; with `certs`, serve the files already there (a test may rotate them).
+
+    `cpus` pins the server (master and workers) to those CPUs: the benchmark keeps its load generators off them.
+    """
     if certs is None:
         certs = tmp / "certs"
         ca = issue_certs(certs)
@@ -90,6 +94,8 @@ def running_server(
     started = time.monotonic()
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT)
+    if cpus:  # at once: the master is still importing, its workers (which inherit it) are forked much later
+        os.sched_setaffinity(process.pid, cpus)
     # The certificate's SANs include localhost: verification is real, by name.
     server = Server(f"https://localhost:{port}", ca, process, metrics_dir, log)
     try:
