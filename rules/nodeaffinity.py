@@ -110,7 +110,13 @@ def label_selector_term(selector: Mapping[str, Any]) -> Json:
 
 
 def merge_terms(a: Mapping[str, Any], b: Mapping[str, Any]) -> Json:
-    """The conjunction of two terms, without duplicate requirements, in first-seen order."""
+    """The conjunction of two terms, without duplicate requirements, in first-seen order.
+
+    An empty term matches no node, so neither does its conjunction: merging into it would turn "nothing" into
+    "the other term" and widen the pod.
+    """
+    if is_empty_term(a) or is_empty_term(b):
+        return {}
     merged: Json = {}
     for part in ("matchExpressions", "matchFields"):
         requirements = _unique([*(a.get(part) or ()), *(b.get(part) or ())])
@@ -126,8 +132,20 @@ def and_terms(left: Sequence[Mapping[str, Any]] | None, right: Sequence[Mapping[
     return simplify([merge_terms(a, b) for a in left for b in right])
 
 
+def is_empty_term(term: Mapping[str, Any]) -> bool:
+    """A term without requirements: it matches no node (API semantics), not every node."""
+    return not term.get("matchExpressions") and not term.get("matchFields")
+
+
 def term_implies(stricter: Mapping[str, Any], looser: Mapping[str, Any]) -> bool:
-    """True when every requirement of `looser` appears in `stricter`, so `stricter` ⊆ `looser` as node sets."""
+    """True when every requirement of `looser` appears in `stricter`, so `stricter` ⊆ `looser` as node sets.
+
+    An empty term's node set is empty: it implies every term and only an empty term implies it.
+    """
+    if is_empty_term(stricter):
+        return True
+    if is_empty_term(looser):
+        return False
     for part in ("matchExpressions", "matchFields"):
         have = {_key(r) for r in stricter.get(part) or ()}
         if any(_key(r) not in have for r in looser.get(part) or ()):
