@@ -72,9 +72,13 @@ def inherited_pin(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> str |
 
 
 def pin_terms(terms: Sequence[Mapping[str, Any]] | None, node: str) -> list[Json]:
-    """Add `metadata.name In [node]` to every term (terms are ORed: a new term would loosen the pod)."""
+    """Add `metadata.name In [node]` to every term (terms are ORed: a new term would loosen the pod).
+
+    Only a pod without required node affinity gets a new term: an empty `nodeSelectorTerms` admits no node (the
+    API server refuses it), and a pin in it would make the pod valid and schedulable.
+    """
     pin = {"matchFields": [name_requirement(node)]}
-    return [merge_terms(term, pin) for term in terms] if terms else [pin]
+    return [merge_terms(term, pin) for term in terms] if terms is not None else [pin]
 
 
 def unpin_terms(terms: Sequence[Mapping[str, Any]] | None, node: str) -> list[Json] | None:
