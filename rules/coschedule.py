@@ -112,7 +112,10 @@ def _place(ctx: Context, target: PodTarget, result: Plan, *, node: str, lead: Ho
         mode = REQUIRED_AFFINITY
 
     original = required_terms(spec)
-    terms = unpin_terms(original, inherited) if inherited else original
+    # The same node by requiredAffinity: the pin is already in every term, and taking it out and putting it back
+    # would rewrite the user's own terms (duplicates collapsed) on every re-review.
+    keep = inherited == node and mode == REQUIRED_AFFINITY
+    terms = unpin_terms(original, inherited) if inherited and not keep else original
     if mode == REQUIRED_AFFINITY:
         terms = pin_terms(terms, node)
     if terms != original:
