@@ -9,20 +9,20 @@ import os
 
 from hypothesis import HealthCheck, Phase, settings
 
-_COMMON = {
-    "deadline": None,  # the 2-core CI machine's timing is not the property under test
-    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
-    "print_blob": True,
-}
-
-# derandomize: the same examples on every run, so `make test` is reproducible; no database, so no state leaks
-# between runs or machines. Explicit failures found by the long profile belong in tests/data tables instead.
-settings.register_profile("ci", max_examples=25, derandomize=True, database=None, **_COMMON)
+# deadline off: the 2-core CI machine's timing is not the property under test. derandomize and no database in
+# `ci`: the same examples on every run, so `make test` is reproducible and no state leaks between machines; what
+# the long profile finds goes into the tests/data tables as a named case instead.
+_SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large]
+settings.register_profile(
+    "ci", max_examples=25, derandomize=True, database=None, deadline=None, suppress_health_check=_SLOW, print_blob=True
+)
 settings.register_profile(
     "long",
     max_examples=20_000,
-    phases=[Phase.explicit, Phase.generate, Phase.target, Phase.shrink],  # explain traces: too slow here
-    **_COMMON,
+    phases=[Phase.explicit, Phase.generate, Phase.target, Phase.shrink],  # no explain phase: its tracing is slow
+    deadline=None,
+    suppress_health_check=_SLOW,
+    print_blob=True,
 )
 _profile = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 _override = os.environ.get("HYPOTHESIS_MAX_EXAMPLES")

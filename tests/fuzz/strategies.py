@@ -255,7 +255,7 @@ def _disk_annotation_values() -> dict[str, st.SearchStrategy[str]]:
     }
 
 
-def annotations() -> st.SearchStrategy[Json]:
+def annotation_maps() -> st.SearchStrategy[Json]:
     """Our own annotations, the csi-baremetal ones, the role-exempting ones, and a foreign one."""
     values = {
         **_own_annotation_values(),
@@ -309,7 +309,7 @@ def pods(draw: st.DrawFn, role_label: tuple[str, str] | None = None) -> Json:
     else:
         metadata["generateName"] = "mover-"
     metadata["labels"] = draw(labels(role_label))
-    metadata["annotations"] = draw(annotations())
+    metadata["annotations"] = draw(annotation_maps())
     metadata = {k: v for k, v in metadata.items() if v != {}}
     with_claim = role_label is not None and draw(st.sampled_from((True, True, True, False)))
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": draw(pod_spec(with_claim=with_claim))}
@@ -327,7 +327,7 @@ def any_pods() -> st.SearchStrategy[Json]:
 def jobs(draw: st.DrawFn) -> Json:
     """A Job wrapping a pod template, as VolSync creates its movers."""
     role = draw(st.sampled_from((MOVER, MOVER, BACKUP, None)))
-    template_meta = _compact(labels=draw(labels(role)) or None, annotations=draw(annotations()) or None)
+    template_meta = _compact(labels=draw(labels(role)) or None, annotations=draw(annotation_maps()) or None)
     name = draw(st.sampled_from(("volsync-src-db", "job-1")))
     return {
         "apiVersion": "batch/v1",

@@ -260,6 +260,3 @@ def test_hand_made_mover_is_placed(webhook: Webhook) -> None:
     result = check_create(webhook, state, pod, [], API_VERSIONS[0])
     assert result != pod
 
-
-def _unused(*_: Any) -> None:  # keep imports honest for linters when a test is trimmed
-    return None
