@@ -72,9 +72,13 @@ def inherited_pin(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> str |
 
 
 def pin_terms(terms: Sequence[Mapping[str, Any]] | None, node: str) -> list[Json]:
-    """Add `metadata.name In [node]` to every term (terms are ORed: a new term would loosen the pod)."""
+    """Add `metadata.name In [node]` to every term (terms are ORed: a new term would loosen the pod).
+
+    Only a pod without required node affinity gets a new term: an empty `nodeSelectorTerms` admits no node (the
+    API server refuses it), and a pin in it would make the pod valid and schedulable.
+    """
     pin = {"matchFields": [name_requirement(node)]}
-    return [merge_terms(term, pin) for term in terms] if terms else [pin]
+    return [merge_terms(term, pin) for term in terms] if terms is not None else [pin]
 
 
 def unpin_terms(terms: Sequence[Mapping[str, Any]] | None, node: str) -> list[Json] | None:
@@ -108,7 +112,10 @@ def _place(ctx: Context, target: PodTarget, result: Plan, *, node: str, lead: Ho
         mode = REQUIRED_AFFINITY
 
     original = required_terms(spec)
-    terms = unpin_terms(original, inherited) if inherited else original
+    # The same node by requiredAffinity: the pin is already in every term, and taking it out and putting it back
+    # would rewrite the user's own terms (duplicates collapsed) on every re-review.
+    keep = inherited == node and mode == REQUIRED_AFFINITY
+    terms = unpin_terms(original, inherited) if inherited and not keep else original
     if mode == REQUIRED_AFFINITY:
         terms = pin_terms(terms, node)
     if terms != original:

@@ -257,13 +257,13 @@ def apply_terms(ctx: Context, target: PodTarget, load_terms: list[Json], pv_term
     """AND the load terms with the pod's required terms and the PVs' (DESIGN §5 step 5); no-op when implied."""
     current = _current_terms(target)
     wanted = [load_terms, *pv_terms]
-    if current is not None and all(terms_imply(current, terms) for terms in wanted):
-        return
     result = current
-    for terms in [*pv_terms, load_terms]:
-        result = and_terms(result, terms)
+    if current is None or not all(terms_imply(current, terms) for terms in wanted):
+        for terms in [*pv_terms, load_terms]:
+            result = and_terms(result, terms)
+        assert result is not None
+        _write_terms(target, result)
     assert result is not None
-    _write_terms(target, result)
     nodes = list(ctx.view.nodes())
     if nodes and not any(terms_match(result, node) for node in nodes):
         ctx.warn(f"load affinity leaves none of the {len(nodes)} known nodes for this pod: it would stay Pending")
@@ -271,8 +271,10 @@ def apply_terms(ctx: Context, target: PodTarget, load_terms: list[Json], pv_term
 
 def _current_terms(target: PodTarget) -> list[Json] | None:
     required = target.patch.get("spec", *REQUIRED, default=None)
-    terms = (required or {}).get("nodeSelectorTerms") if isinstance(required, Mapping) else None
-    return [dict(term) for term in terms] if terms else None
+    if not isinstance(required, Mapping):
+        return None
+    # An empty list is not "unconstrained": it admits no node, and ANDing keeps it so.
+    return [dict(term) for term in required.get("nodeSelectorTerms") or ()]
 
 
 def _write_terms(target: PodTarget, terms: list[Json]) -> None:

@@ -109,7 +109,13 @@ def label_selector_term(selector: Mapping[str, Any]) -> Json:
 
 
 def merge_terms(a: Mapping[str, Any], b: Mapping[str, Any]) -> Json:
-    """The conjunction of two terms, without duplicate requirements, in first-seen order."""
+    """The conjunction of two terms, without duplicate requirements, in first-seen order.
+
+    An empty term matches no node, so neither does its conjunction: merging into it would turn "nothing" into
+    "the other term" and widen the pod.
+    """
+    if is_empty_term(a) or is_empty_term(b):
+        return {}
     merged: Json = {}
     for part in ("matchExpressions", "matchFields"):
         requirements = _unique([*(a.get(part) or ()), *(b.get(part) or ())])
@@ -125,8 +131,16 @@ def and_terms(left: Sequence[Mapping[str, Any]] | None, right: Sequence[Mapping[
     return simplify([merge_terms(a, b) for a in left for b in right])
 
 
+def is_empty_term(term: Mapping[str, Any]) -> bool:
+    """A term without requirements: it matches no node (API semantics), not every node."""
+    return not term.get("matchExpressions") and not term.get("matchFields")
+
+
 def term_implies(stricter: Mapping[str, Any], looser: Mapping[str, Any]) -> bool:
-    """True when every requirement of `looser` appears in `stricter`, so `stricter` ⊆ `looser` as node sets."""
+    """True when every requirement of `looser` appears in `stricter`, so `stricter` ⊆ `looser` as node sets.
+
+    An empty term's node set is empty: it implies every term and only an empty term implies it.
+    """
     return _implies(_requirements(stricter), _requirements(looser))
 
 
@@ -170,6 +184,10 @@ def _requirements(term: Mapping[str, Any]) -> _Requirements:
 
 
 def _implies(stricter: _Requirements, looser: _Requirements) -> bool:
+    if not stricter[0] and not stricter[1]:  # an empty term matches no node: it implies anything
+        return True
+    if not looser[0] and not looser[1]:
+        return False
     return looser[0] <= stricter[0] and looser[1] <= stricter[1]
 
 
