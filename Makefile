@@ -12,7 +12,7 @@ CLUSTER ?= examples/cluster.yaml
 FILE ?= examples/mover-pod.yaml
 PYTEST_ARGS ?=
 
-.PHONY: help install run test unit chart lint fmt certs review clean bench bench-tools soak
+.PHONY: help install run test unit chart lint fmt certs review clean bench bench-tools soak fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -55,7 +55,11 @@ chart: $(STAMP) ## render, lint and check the Helm chart in every mode (installs
 	scripts/install-helm.sh
 	$(BIN)/python -m pytest tests/chart $(PYTEST_ARGS)
 
-test: lint unit chart ## install, lint, then run every test
+test: lint bench-tools unit chart ## install, lint, then run every test (the load tests drive hey)
+
+fuzz: $(STAMP) ## hypothesis, long profile: 20,000 examples per property (FUZZ_EXAMPLES=N to bound it)
+	HYPOTHESIS_PROFILE=long $(if $(FUZZ_EXAMPLES),HYPOTHESIS_MAX_EXAMPLES=$(FUZZ_EXAMPLES)) \
+		$(BIN)/python -m pytest tests/fuzz --timeout=0 --hypothesis-show-statistics $(PYTEST_ARGS)
 
 bench-tools: ## install the load generators hey and wrk (Debian packages) when missing
 	@command -v hey >/dev/null && command -v wrk >/dev/null || { \
