@@ -22,10 +22,10 @@ from rules.names import dns1123_subdomain_error
 from rules.nodeaffinity import (
     REQUIRED,
     and_terms,
+    any_node_matches,
     label_selector_term,
     simplify,
     terms_imply,
-    terms_match,
 )
 from rules.tolerations import merge_tolerations
 from rules.velero import VeleroConfigError, read_config
@@ -265,7 +265,7 @@ def apply_terms(ctx: Context, target: PodTarget, load_terms: list[Json], pv_term
         _write_terms(target, result)
     assert result is not None
     nodes = list(ctx.view.nodes())
-    if nodes and not any(terms_match(result, node) for node in nodes):
+    if nodes and not any_node_matches(result, nodes):
         ctx.warn(f"load affinity leaves none of the {len(nodes)} known nodes for this pod: it would stay Pending")
 
 

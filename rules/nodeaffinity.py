@@ -36,15 +36,26 @@ def term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     As in component-helpers' LazyErrorNodeSelector, a requirement the API could not parse (unknown operator,
     `In` without values, `Exists` with values, `Gt` with a non-integer) makes its whole term match nothing.
     """
+    return _term_parses(term) and _term_holds(term, node)
+
+
+def any_node_matches(terms: Sequence[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]) -> bool:
+    """`terms_match` over many nodes, each term parsed once rather than once per node."""
+    usable = [term for term in terms if _term_parses(term)]
+    return bool(usable) and any(_term_holds(term, node) for node in nodes for term in usable)
+
+
+def _term_parses(term: Mapping[str, Any]) -> bool:
     expressions = term.get("matchExpressions") or []
-    fields = term.get("matchFields") or []
-    if not expressions and not fields:
-        return False
+    return bool(expressions or term.get("matchFields")) and all(_expression_parses(expr) for expr in expressions)
+
+
+def _term_holds(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     metadata = node.get("metadata") or {}
     labels = metadata.get("labels") or {}
-    if not all(_expression_parses(expr) and requirement_matches(expr, labels) for expr in expressions):
+    if not all(requirement_matches(expr, labels) for expr in term.get("matchExpressions") or ()):
         return False
-    return all(_field_matches(expr, str(metadata.get("name") or "")) for expr in fields)
+    return all(_field_matches(expr, str(metadata.get("name") or "")) for expr in term.get("matchFields") or ())
 
 
 def _expression_parses(expr: Mapping[str, Any]) -> bool:
@@ -118,7 +129,7 @@ def merge_terms(a: Mapping[str, Any], b: Mapping[str, Any]) -> Json:
         return {}
     merged: Json = {}
     for part in ("matchExpressions", "matchFields"):
-        requirements = _unique([*(a.get(part) or ()), *(b.get(part) or ())])
+        requirements = _unique_requirements([*(a.get(part) or ()), *(b.get(part) or ())])
         if requirements:
             merged[part] = requirements
     return merged
@@ -172,9 +183,22 @@ _Requirements = tuple[frozenset[Hashable], frozenset[Hashable]]
 def _ordered_requirements(term: Mapping[str, Any]) -> tuple[tuple[Hashable, ...], tuple[Hashable, ...]]:
     """A term's expressions and fields as keys, in order: equal exactly when the JSON parts are equal."""
     return (
-        tuple(_key(r) for r in term.get("matchExpressions") or ()),
-        tuple(_key(r) for r in term.get("matchFields") or ()),
+        tuple(_requirement_key(r) for r in term.get("matchExpressions") or ()),
+        tuple(_requirement_key(r) for r in term.get("matchFields") or ()),
     )
+
+
+_REQUIREMENT_FIELDS = {"key", "operator", "values"}
+
+
+def _requirement_key(requirement: Any) -> Hashable:
+    """`_key` of the usual requirement shape without the generic walk (tagged so the two never collide)."""
+    if isinstance(requirement, dict) and requirement.keys() == _REQUIREMENT_FIELDS:
+        key, operator, values = requirement["key"], requirement["operator"], requirement["values"]
+        strings = isinstance(values, list) and all(isinstance(v, str) for v in values)
+        if strings and isinstance(key, str) and isinstance(operator, str):
+            return ("requirement", key, operator, *values)
+    return _key(requirement)
 
 
 def _requirements(term: Mapping[str, Any]) -> _Requirements:
@@ -228,11 +252,11 @@ def _key(value: Any) -> Hashable:
     return (type(value).__name__, value)
 
 
-def _unique(items: list[Any]) -> list[Any]:
+def _unique_requirements(items: list[Any]) -> list[Any]:
     seen: set[Hashable] = set()
     out = []
     for item in items:
-        key = _key(item)
+        key = _requirement_key(item)
         if key not in seen:
             seen.add(key)
             out.append(item)
