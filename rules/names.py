@@ -6,6 +6,7 @@ later rejects would surface as an opaque failure far from its cause.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from rules.echo import clip
@@ -38,8 +39,23 @@ def dns1123_subdomain_error(value: str) -> str | None:
     return None
 
 
+_CACHED_UP_TO = 320  # longer than any valid key or value: such input is not remembered
+
+
 def label_key_error(key: str) -> str | None:
-    """Why `key` is not a valid label key (an optional DNS subdomain prefix, '/', a qualified name), or None."""
+    """Why `key` is not a valid label key (an optional DNS subdomain prefix, '/', a qualified name), or None.
+
+    Remembered for short input: the same keys and values are checked on every admitted pod.
+    """
+    return _cached_label_key_error(key) if len(key) <= _CACHED_UP_TO else _label_key_error(key)
+
+
+def label_value_error(value: str) -> str | None:
+    """Why `value` is not a valid label value (empty is valid), or None."""
+    return _cached_label_value_error(value) if len(value) <= _CACHED_UP_TO else _label_value_error(value)
+
+
+def _label_key_error(key: str) -> str | None:
     if not key:
         return "label key must not be empty"
     prefix, slash, name = key.rpartition("/")
@@ -60,10 +76,13 @@ def label_key_error(key: str) -> str | None:
     return None
 
 
-def label_value_error(value: str) -> str | None:
-    """Why `value` is not a valid label value (empty is valid), or None."""
+def _label_value_error(value: str) -> str | None:
     if len(value) > 63:
         return f"label value {clip(value)!r} is longer than 63 characters"
     if not _LABEL_VALUE.fullmatch(value):
         return f"label value {clip(value)!r} is not valid (alphanumerics, '-', '_' and '.', alphanumeric at both ends)"
     return None
+
+
+_cached_label_key_error = functools.lru_cache(maxsize=4096)(_label_key_error)
+_cached_label_value_error = functools.lru_cache(maxsize=4096)(_label_value_error)
