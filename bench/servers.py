@@ -31,6 +31,11 @@ def worker_pids(master: int) -> list[int]:
     return [int(pid) for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
 
 
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -46,6 +51,11 @@ class Running:
 
     def url(self, endpoint: str) -> str:
         return f"{self.server.url}/{endpoint}"
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU of the master and its workers so far."""
+        pids = [self.server.process.pid, *worker_pids(self.server.process.pid)]
+        return sum(cpu_seconds(pid) for pid in pids)
 
     def worker_rss_mb(self) -> list[float]:
         return [round(rss_mb(pid), 1) for pid in worker_pids(self.server.process.pid)]
