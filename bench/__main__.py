@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "machine": report.machine(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cpus": {"server": sorted(servers.SERVER_CPUS or ()), "load_generators": sorted(servers.CLIENT_CPUS or ())},
     }
     with tempfile.TemporaryDirectory(prefix="saw-bench-") as tmp_dir:
         tmp = Path(tmp_dir)
