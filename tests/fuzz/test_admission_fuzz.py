@@ -259,4 +259,3 @@ def test_hand_made_mover_is_placed(webhook: Webhook) -> None:
     pod = load_yaml(EXAMPLES / "mover-pod.yaml")
     result = check_create(webhook, state, pod, [], API_VERSIONS[0])
     assert result != pod
-
