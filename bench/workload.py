@@ -15,6 +15,7 @@ from typing import Any
 
 from rules.documents import iter_objects, load_documents
 from rules.model import Json
+from tests.support import admission_review
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -105,30 +106,19 @@ def admitted(pod: Json) -> Json:
 
 
 def review(pod: Json, operation: str = "CREATE") -> Json:
-    meta = pod["metadata"]
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "operation": operation,
-            "userInfo": {
-                "username": "system:serviceaccount:volsync-system:volsync",
-                "uid": "2f5e8a47-1c3b-4d0e-9f6a-5b7c8d9e0a1b",
-                "groups": ["system:serviceaccounts", "system:serviceaccounts:volsync-system", "system:authenticated"],
-            },
-            "object": pod,
-            "oldObject": None,
-            "dryRun": False,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+    return admission_review(
+        operation,
+        pod,
+        requestKind={"group": "", "version": "v1", "kind": "Pod"},
+        requestResource={"group": "", "version": "v1", "resource": "pods"},
+        userInfo={
+            "username": "system:serviceaccount:volsync-system:volsync",
+            "uid": "2f5e8a47-1c3b-4d0e-9f6a-5b7c8d9e0a1b",
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:volsync-system", "system:authenticated"],
         },
-    }
+        dryRun=False,
+        options={"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+    )
 
 
 def review_bodies() -> dict[str, bytes]:

@@ -18,7 +18,7 @@ from rules.documents import iter_objects, load_documents
 from rules.policy import default_policy
 from tests.e2e.server import Server, running_server
 from tests.state.fakeapi import running_fake_api
-from tests.support import EXAMPLES, load_yaml, validate_strict
+from tests.support import EXAMPLES, admission_review, load_yaml, validate_strict
 from tests.webhook.review_checks import check_response
 from webhook.review import as_request, review
 from webhook.state.static import load_static_state
@@ -29,18 +29,7 @@ NODE = "ip-10-0-1-17.ec2.internal"
 
 
 def as_review(obj: dict[str, Any], uid: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
-            "operation": "CREATE",
-            "namespace": obj["metadata"]["namespace"],
-            "name": obj["metadata"]["name"],
-            "object": obj,
-        },
-    }
+    return admission_review("CREATE", obj, uid=uid)
 
 
 def decoded_patch(answer: dict[str, Any]) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from rules.model import Json
 from rules.policy import Policy, PolicyError, default_policy, policy_from_document
 from tests.fuzz import strategies as s
 from tests.fuzz.owned import foreign_changes, loosened_on, owned_paths
-from tests.support import check_patch, subject, validate_strict, view_from
+from tests.support import admission_review, check_patch, subject, validate_strict, view_from
 from tests.webhook.review_checks import check_response
 from webhook.app import create_app
 from webhook.runtime import Runtime
@@ -58,22 +58,9 @@ def webhook() -> Webhook:
 
 
 def review_of(operation: str, obj: Json | None, old: Json | None = None, api_version: str = API_VERSIONS[0]) -> Json:
-    source = obj if obj is not None else old
-    assert source is not None
-    group, _, version = str(source.get("apiVersion", "v1")).rpartition("/")
-    metadata = source.get("metadata") or {}
-    request: Json = {
-        "uid": f"fuzz-{next(_uids)}",
-        "kind": {"group": group, "version": version, "kind": source["kind"]},
-        "resource": {"group": group, "version": version, "resource": source["kind"].lower() + "s"},
-        "operation": operation,
-        "namespace": metadata.get("namespace", ""),
-        "name": metadata.get("name", ""),
-        "object": obj,
-        "oldObject": old,
-        "userInfo": {"username": "fuzzer"},
-    }
-    return {"apiVersion": api_version, "kind": "AdmissionReview", "request": request}
+    return admission_review(
+        operation, obj, old, api_version=api_version, uid=f"fuzz-{next(_uids)}", userInfo={"username": "fuzzer"}
+    )
 
 
 def _policies() -> st.SearchStrategy[Policy]:

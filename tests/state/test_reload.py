@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 from prometheus_client import REGISTRY
@@ -14,6 +13,7 @@ from rules.policy import policy_from_document
 from tests.state.conftest import NAMESPACE, Live, eventually
 from tests.state.fakeapi import FakeKubeAPI
 from tests.state.objects import pod, policy_map, velero_map
+from tests.support import admission_review
 from webhook.app import create_app
 
 SOURCE = f"ConfigMap {NAMESPACE}/storage-affinity-policy"
@@ -123,19 +123,7 @@ def reads_claims(ctx: Context, target: PodTarget) -> None:
 
 
 def review(obj: dict[str, object]) -> dict[str, object]:
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "apps",
-            "operation": "CREATE",
-            "userInfo": {"username": "test"},
-            "object": obj,
-        },
-    }
+    return admission_review("CREATE", obj)
 
 
 def lookup_failures(action: str) -> float:
