@@ -147,16 +147,10 @@ def is_empty_term(term: Mapping[str, Any]) -> bool:
     return not term.get("matchExpressions") and not term.get("matchFields")
 
 
-def term_implies(stricter: Mapping[str, Any], looser: Mapping[str, Any]) -> bool:
-    """True when every requirement of `looser` appears in `stricter`, so `stricter` ⊆ `looser` as node sets.
-
-    An empty term's node set is empty: it implies every term and only an empty term implies it.
-    """
-    return _implies(_requirements(stricter), _requirements(looser))
-
-
 def terms_imply(stricter: Sequence[Mapping[str, Any]], looser: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether every term on the left already implies some term on the right (syntactically)."""
+    """Whether every term on the left already implies some term on the right (syntactically): every requirement
+    of the right-hand term appears in the left-hand one. An empty term's node set is empty: it implies every term
+    and only an empty term implies it."""
     right = [_requirements(u) for u in looser]
     return all(any(_implies(_requirements(t), u) for u in right) for t in stricter)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.nodeaffinity import and_terms, simplify, term_implies, terms_imply
+from rules.nodeaffinity import and_terms, simplify, terms_imply
 
 
 def req(key: str, *values: object, operator: str = "In") -> dict[str, object]:
@@ -24,13 +24,13 @@ def test_a_stricter_term_is_dropped_from_an_or() -> None:
     loose = {"matchExpressions": [req("zone", "a")]}
     strict = {"matchExpressions": [req("zone", "a"), req("disk", "ssd")]}
     assert simplify([strict, loose]) == [loose]
-    assert term_implies(strict, loose) and not term_implies(loose, strict)
+    assert terms_imply([strict], [loose]) and not terms_imply([loose], [strict])
 
 
 def test_fields_and_expressions_are_compared_apart() -> None:
     by_field = {"matchFields": [req("metadata.name", "n1")]}
     by_label = {"matchExpressions": [req("metadata.name", "n1")]}
-    assert not term_implies(by_field, by_label)
+    assert not terms_imply([by_field], [by_label])
     assert simplify([by_field, by_label]) == [by_field, by_label]
 
 

@@ -81,12 +81,12 @@ class Resource:
     selectors: tuple[tuple[str, str], ...] = ()
 
 
-def _cooperative(objects: Iterable[Json], kind: str) -> Iterator[Json]:
+def _cooperative(objects: Iterable[Json]) -> Iterator[Json]:
     """Hand control back now and then while ingesting a big list, so a gevent worker keeps answering."""
     for i, obj in enumerate(objects):
         if i % 256 == 255:
             time.sleep(0)
-        yield obj  # replace_kind stamps the kind
+        yield obj
 
 
 class IndexSink:
@@ -96,7 +96,7 @@ class IndexSink:
         self.index, self.kind, self.deleted = index, kind, deleted
 
     def replace(self, objects: Iterable[Json]) -> None:
-        self.index.replace_kind(self.kind, _cooperative(objects, self.kind))
+        self.index.replace_kind(self.kind, _cooperative(objects))  # replace_kind stamps the kind
 
     def apply(self, obj: Json) -> None:
         self.index.apply({**obj, "kind": self.kind})
