@@ -5,9 +5,17 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+import sys
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+RESULTS = Path(__file__).with_name("results")
+
+
+def step(what: str) -> None:
+    """Progress on stderr; the tables go to stdout."""
+    print(f"== {what}", file=sys.stderr, flush=True)
 
 
 def machine() -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import load, report, servers, workload
-from bench.__main__ import RESULTS, step
+from bench.report import RESULTS, step
 from tests.e2e.server import issue_certs
 from tests.state.fakeapi import FakeKubeAPI
 
