@@ -12,11 +12,14 @@ from rules.roles import RoleDecision
 
 
 class BadObject(ValueError):
-    """The object's fields have the wrong types; `problems` name each field."""
+    """The object's fields have the wrong types; `problems` name each field of `source` (the request's `object`
+    or `oldObject`)."""
 
-    def __init__(self, problems: list[tuple[str, str]]) -> None:
+    def __init__(self, problems: list[tuple[str, str]], source: str = "object") -> None:
         self.problems = problems
-        super().__init__("; ".join(f"{p}: {m}" for p, m in problems))
+        self.source = source
+        prefix = "" if source == "object" else f"{source}."
+        super().__init__("; ".join(f"{prefix}{p}: {m}" for p, m in problems))
 
 
 @dataclass

@@ -62,6 +62,7 @@ class Decision:
     audit: dict[str, str] = field(default_factory=dict)
     failure: str | None = None
     denied_by_failure: bool = False
+    rule_errors: list[str] = field(default_factory=list)  # rules that raised: a bug, counted by the transport
 
     @property
     def denials(self) -> list[Finding]:

@@ -14,18 +14,22 @@ from typing import Any
 from rules.annotations import annotation_problems
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, Context, PodTarget
-from rules.echo import clip
+from rules.echo import clip, escaped
 from rules.model import Decision, Finding, Json, Severity, Subject
 from rules.patch import PatchBuilder
 from rules.policy import POLICY_LABEL, Policy, PolicyError, policy_from_config_map
 from rules.roles import classify
-from rules.shape import pod_shape_problems
+from rules.shape import object_problems
 
 log = logging.getLogger(__name__)
 
 POD_KINDS = ("Pod", "Job")
-#: Finding families that enforcement never relaxes: a broken policy must never land.
-STRICT_FAMILIES = frozenset({"policy"})
+#: Finding families that enforcement never relaxes: a broken policy must never land, and an object whose values
+#: no rule can read (the API server would refuse it too) is never admitted unchecked.
+STRICT_FAMILIES = frozenset({"policy", "object"})
+#: The family of a rule that raised. It follows the policy's global `enforcement`: with `deny` (the default) a
+#: validation that could not be computed denies (fail closed); an operator who chose `warn` gets a warning.
+RULE_ERROR = "internal"
 
 
 Rule = Callable[[Context, PodTarget], None]
@@ -44,6 +48,8 @@ def mutate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: s
     ctx = Context(subject, view, policy, own_namespace)
     if subject.operation != "CREATE" or subject.kind not in POD_KINDS or not isinstance(subject.obj, dict):
         return ctx.decision
+    if not _checked(ctx):
+        return ctx.decision
     target = pod_target(subject, policy, own_namespace)
     ctx.reason(f"role: {target.role.role or 'none'} ({target.role.reason})")
     mutator = MUTATORS.get(target.role.role or "")
@@ -60,9 +66,12 @@ def validate(subject: Subject, view: ClusterView, policy: Policy, own_namespace:
     ctx = Context(subject, view, policy, own_namespace)
     if not isinstance(subject.obj, dict) or subject.operation not in ("CREATE", "UPDATE"):
         return ctx.decision
+    if subject.kind == "Job" and subject.operation != "CREATE":
+        return ctx.decision
+    if not _checked(ctx):
+        _apply_enforcement(ctx)
+        return ctx.decision
     if subject.kind in POD_KINDS:
-        if subject.kind == "Job" and subject.operation != "CREATE":
-            return ctx.decision
         target = pod_target(subject, policy, own_namespace)
         if target.role.exempt:
             ctx.reason(f"exempt: {target.role.reason}")
@@ -76,22 +85,33 @@ def validate(subject: Subject, view: ClusterView, policy: Policy, own_namespace:
     return ctx.decision
 
 
+def _checked(ctx: Context) -> bool:
+    """The typed boundary, before any rule: raises BadObject for mistyped fields (of the object, and of the old
+    object that UPDATE rules compare with); a value no rule can digest is a finding, and no rule runs."""
+    subject = ctx.subject
+    for source, value in (("object", subject.obj), ("oldObject", subject.old)):
+        if value is None or (source == "oldObject" and subject.operation != "UPDATE"):
+            continue
+        problems = object_problems(subject.kind, value)
+        if problems.types:
+            raise BadObject(problems.types, source)
+        for path, message in problems.values:
+            ctx.find(path, message, "object")
+    return not ctx.decision.findings
+
+
 def pod_target(subject: Subject, policy: Policy, own_namespace: str) -> PodTarget:
-    """The pod (or Job template) under review; raises BadObject when the fields rules read are mistyped."""
+    """The pod (or Job template) under review, once the boundary has checked its types."""
     obj = subject.obj
     assert isinstance(obj, dict)
-    namespace = subject.namespace or str((obj.get("metadata") or {}).get("namespace") or "")
+    metadata = obj.get("metadata") or {}
+    namespace = subject.namespace or str(metadata.get("namespace") or "")
     if subject.kind == "Pod":
-        problems = pod_shape_problems(obj)
         builder = PatchBuilder(obj)
         pod, base = obj, ""
     else:
-        template = (obj.get("spec") or {}).get("template") if isinstance(obj.get("spec"), dict) else None
-        problems = pod_shape_problems(template, "spec.template") if template is not None else []
         builder = PatchBuilder(obj).scoped(("spec", "template"))
-        pod, base = (template if isinstance(template, dict) else {}), "spec.template"
-    if problems:
-        raise BadObject(problems)
+        pod, base = (obj.get("spec") or {}).get("template") or {}, "spec.template"
     metadata = pod.get("metadata") or {}
     role = classify(metadata, namespace, policy, own_namespace)
     return PodTarget(subject.kind, namespace, metadata, pod.get("spec") or {}, builder, role, base)
@@ -101,15 +121,24 @@ __all__ = ["BadObject", "Context", "PodTarget", "denial_message", "mutate", "val
 
 
 def _run(ctx: Context, rule: Callable[[Context, Any], None], target: Any) -> bool:
-    """Run one rule; on failure record it and apply `onLookupFailure`. True when the rule completed."""
+    """Run one rule. Unreadable cluster state follows `onLookupFailure`; a rule that raises is a bug: logged,
+    recorded for the metric, its mutation discarded whole, and in validation a finding (fail closed).
+    True when the rule completed."""
     try:
         rule(ctx, target)
     except LookupFailed as exc:
         _fail(ctx, f"cluster state unavailable: {exc}")
         return False
     except Exception as exc:  # a broken rule must not become a 5xx for the API server
-        log.exception("rule %s failed", getattr(rule, "__name__", rule))
-        _fail(ctx, f"internal error in {getattr(rule, '__module__', 'rule')}: {type(exc).__name__}")
+        name = f"{getattr(rule, '__module__', 'rules')}.{getattr(rule, '__name__', 'rule')}"
+        log.exception("rule %s failed", name)
+        ctx.decision.rule_errors.append(name)
+        why = f"internal error in {name}: {type(exc).__name__}"
+        ctx.decision.audit["rule-error"] = why
+        if rule in MUTATORS.values():
+            ctx.warn(f"storage-affinity-webhook admitted this unchanged: {why}")
+        else:
+            ctx.find("", f"{why}: the object could not be checked", RULE_ERROR)
         return False
     return True
 
@@ -153,9 +182,9 @@ def denial_message(findings: Sequence[Finding]) -> str:
         text = f"{clip(found.field, FIELD_LIMIT)}: {found.message}" if found.field else found.message
         item = f"({i}) {clip(text, FINDING_TEXT_LIMIT)}"
         if i > 1 and len(message) + len(item) > DENIAL_MESSAGE_LIMIT:
-            return message + f"; and {count - i + 1} more (fix these first)"
+            return escaped(message + f"; and {count - i + 1} more (fix these first)")
         message += item if i == 1 else "; " + item
-    return message
+    return escaped(message)
 
 
 # --- the rules shipped with the foundation --------------------------------------------------------------------

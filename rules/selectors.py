@@ -10,10 +10,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from rules.echo import clip
 from rules.names import label_key_error, label_value_error
 
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
-_INT = re.compile(r"^[+-]?[0-9]+$")
+_INT = re.compile(r"^[+-]?[0-9]{1,19}$")  # 19 digits hold every int64; more never parse
 
 Problem = tuple[str, str]  # (field path, message)
 
@@ -81,7 +82,7 @@ def requirement_problems(expr: Any, path: str, operators: tuple[str, ...]) -> li
         if count != 1:
             problems.append((f"{path}.values", f"must have exactly one value when operator is {operator}"))
         elif not is_int64(first := next(iter(values or [""]))):
-            problems.append((f"{path}.values[0]", f"{first!r} is not an integer (operator {operator})"))
+            problems.append((f"{path}.values[0]", f'"{clip(first)}" is not a 64-bit integer (operator {operator})'))
     if operator in ("In", "NotIn") and values:
         for j, value in enumerate(values):
             if (err := label_value_error(value)) is not None:

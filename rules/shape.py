@@ -1,17 +1,28 @@
-"""Type checks of the fields rules read, so malformed input gets a message naming the field, not a traceback.
+"""The typed boundary: every field any rule reads is checked here, once, before any rule runs.
 
-The API server only sends well-typed objects; this guards the other callers (`review`, curl, fuzzers).
+Rules may then index and iterate what they read without guarding types: a body whose fields have the wrong JSON
+types is not an object the API server could have sent (the caller answers 400 naming each field), and a well-typed
+object with a value no rule can digest (a Gt/Lt bound that is not a 64-bit integer) is a finding naming the field.
+The API server only sends well-typed objects; this guards every other caller (`review`, curl, fuzzers) and keeps a
+rule crash from admitting a pod unchecked.
+
+The shapes are a small declarative table rather than a JSON Schema: jsonschema took 116 µs for a pod against the
+4 µs of this walk, on a path where the whole stack costs about 450 µs a request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from rules.selectors import type_name
+from rules.selectors import is_int64, type_name
 
-_MAPS_OF_STRINGS = (("metadata", "labels"), ("metadata", "annotations"))
-_REQUIRED = ("spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+Problem = tuple[str, str]
+#: A check of one value at a path: it appends what it finds to the Problems.
+Check = Callable[[Any, str, "Problems"], None]
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _PARSED_PREFIXES = (
     "storage-affinity.io/",
     "affinity.volumes.csi-baremetal.dell.com/",
@@ -19,99 +30,163 @@ _PARSED_PREFIXES = (
 )
 
 
-def pod_shape_problems(pod: Any, base: str = "") -> list[tuple[str, str]]:
-    """Problems with the types of a pod (or pod template) in the fields the rules read."""
-    if not isinstance(pod, Mapping):
-        return [(base or "object", f"must be an object, not {type_name(pod)}")]
-    problems: list[tuple[str, str]] = []
+@dataclass
+class Problems:
+    """What the walk found: `types` make the body unusable (400), `values` are findings about a valid object."""
 
-    def at(*parts: str) -> str:
-        return ".".join(p for p in (base, *parts) if p)
-
-    def expect(value: Any, kind: type, parts: tuple[str, ...], what: str) -> bool:
-        """Paths are only rendered for a problem: this runs on every admitted pod."""
-        if value is None:
-            return False
-        if not isinstance(value, kind):
-            problems.append((at(*parts), f"must be {what}, not {type_name(value)}"))
-            return False
-        return True
-
-    metadata = pod.get("metadata")
-    if expect(metadata, dict, ("metadata",), "an object"):
-        assert isinstance(metadata, dict)
-        for parts in _MAPS_OF_STRINGS:
-            value = metadata.get(parts[1])
-            if expect(value, dict, parts, "a map of strings") and isinstance(value, dict):
-                for key, item in value.items():
-                    # Only the values rules parse are checked: a foreign tool's odd value is not ours to refuse.
-                    if not isinstance(item, str) and str(key).startswith(_PARSED_PREFIXES):
-                        problems.append((f"{at(*parts)}[{key}]", f"must be a string, not {type_name(item)}"))
-        for key in ("name", "namespace", "generateName", "creationTimestamp", "deletionTimestamp"):
-            expect(metadata.get(key), str, ("metadata", key), "a string")
-    spec = pod.get("spec")
-    if not expect(spec, dict, ("spec",), "an object") or not isinstance(spec, dict):
-        return problems
-    expect(spec.get("nodeName"), str, ("spec", "nodeName"), "a string")
-    if expect(spec.get("nodeSelector"), dict, ("spec", "nodeSelector"), "a map of strings"):
-        for key, item in spec["nodeSelector"].items():
-            if not isinstance(item, str):
-                problems.append((at("spec", "nodeSelector", key), f"must be a string, not {type_name(item)}"))
-    for name in ("volumes", "tolerations", "schedulingGates"):
-        items = spec.get(name)
-        if expect(items, list, ("spec", name), "a list") and isinstance(items, list):
-            for i, item in enumerate(items):
-                if not isinstance(item, dict):
-                    problems.append((f"{at('spec', name)}[{i}]", f"must be an object, not {type_name(item)}"))
-    for i, volume in enumerate(spec.get("volumes") or ()):
-        if isinstance(volume, dict):
-            if not isinstance(volume.get("name"), str):
-                problems.append((f"{at('spec', 'volumes')}[{i}].name", "required string"))
-            claim = volume.get("persistentVolumeClaim")
-            if claim is not None and not (isinstance(claim, dict) and isinstance(claim.get("claimName"), str)):
-                problems.append((f"{at('spec', 'volumes')}[{i}].persistentVolumeClaim.claimName", "required string"))
-    affinity = spec.get("affinity")
-    if expect(affinity, dict, ("spec", "affinity"), "an object") and isinstance(affinity, dict):
-        node = affinity.get("nodeAffinity")
-        if expect(node, dict, ("spec", "affinity", "nodeAffinity"), "an object") and isinstance(node, dict):
-            required = node.get("requiredDuringSchedulingIgnoredDuringExecution")
-            if expect(required, dict, _REQUIRED, "an object") and isinstance(required, dict):
-                terms = required.get("nodeSelectorTerms")
-                if expect(terms, list, (*_REQUIRED, "nodeSelectorTerms"), "a list") and isinstance(terms, list):
-                    for i, term in enumerate(terms):
-
-                        def where(i: int = i) -> str:
-                            return f"{at(*_REQUIRED)}.nodeSelectorTerms[{i}]"
-
-                        problems.extend(_term_problems(term, where))
-    return problems
+    types: list[Problem] = field(default_factory=list)
+    values: list[Problem] = field(default_factory=list)
 
 
-def _term_problems(term: Any, where: Callable[[], str]) -> list[tuple[str, str]]:
-    if not isinstance(term, dict):
-        return [(where(), f"must be an object, not {type_name(term)}")]
-    problems = []
-    for part in ("matchExpressions", "matchFields"):
-        items = term.get(part)
-        if items is None:
-            continue
-        if not isinstance(items, list):
-            problems.append((f"{where()}.{part}", f"must be a list, not {type_name(items)}"))
-            continue
-        for i, req in enumerate(items):
-            if problem := _requirement_problem(req):
-                suffix, message = problem
-                problems.append((f"{where()}.{part}[{i}]{suffix}", message))
-    return problems
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
 
 
-def _requirement_problem(req: Any) -> tuple[str, str] | None:
-    """(path suffix, message) of a mistyped requirement, or None."""
-    if not isinstance(req, dict):
-        return "", f"must be an object, not {type_name(req)}"
-    if not isinstance(req.get("key"), str) or not isinstance(req.get("operator"), str):
-        return "", "key and operator are required strings"
-    values = req.get("values")
-    if values is not None and not (isinstance(values, list) and all(isinstance(v, str) for v in values)):
-        return ".values", "must be a list of strings"
-    return None
+def string(value: Any, path: str, out: Problems) -> None:
+    if not isinstance(value, str):
+        out.types.append((path, f"must be a string, not {type_name(value)}"))
+
+
+def int64(value: Any, path: str, out: Problems) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        out.types.append((path, f"must be an integer, not {type_name(value)}"))
+    elif not INT64_MIN <= value <= INT64_MAX:
+        out.types.append((path, "must be a 64-bit integer (out of range)"))
+
+
+def any_value(value: Any, path: str, out: Problems) -> None:
+    """A field a rule only tests for presence."""
+
+
+def obj(fields: Mapping[str, Check], required: tuple[str, ...] = (), extra: Check | None = None) -> Check:
+    """An object whose listed fields have the given shapes (absent or null is fine unless required)."""
+
+    def check(value: Any, path: str, out: Problems) -> None:
+        if not isinstance(value, dict):
+            out.types.append((path, f"must be an object, not {type_name(value)}"))
+            return
+        for key in required:
+            if value.get(key) is None:
+                out.types.append((_join(path, key), "is required"))
+        for key, item in value.items():
+            if item is None:
+                continue
+            rule = fields.get(key)
+            if rule is not None:
+                rule(item, _join(path, key), out)
+        if extra is not None:
+            extra(value, path, out)
+
+    return check
+
+
+def list_of(item: Check) -> Check:
+    def check(value: Any, path: str, out: Problems) -> None:
+        if not isinstance(value, list):
+            out.types.append((path, f"must be a list, not {type_name(value)}"))
+            return
+        for i, element in enumerate(value):
+            item(element, f"{path}[{i}]", out)
+
+    return check
+
+
+def map_of(item: Check) -> Check:
+    def check(value: Any, path: str, out: Problems) -> None:
+        if not isinstance(value, dict):
+            out.types.append((path, f"must be a map, not {type_name(value)}"))
+            return
+        for key, element in value.items():
+            item(element, f"{path}[{key}]", out)
+
+    return check
+
+
+def _annotations(value: Any, path: str, out: Problems) -> None:
+    """Only the values rules parse must be strings: a foreign tool's odd value is not ours to refuse."""
+    if not isinstance(value, dict):
+        out.types.append((path, f"must be a map of strings, not {type_name(value)}"))
+        return
+    for key, item in value.items():
+        if not isinstance(item, str) and str(key).startswith(_PARSED_PREFIXES):
+            out.types.append((f"{path}[{key}]", f"must be a string, not {type_name(item)}"))
+
+
+def _requirement_values(requirement: dict[str, Any], path: str, out: Problems) -> None:
+    """Gt and Lt compare integers: their one value must be a 64-bit integer (what kube-apiserver requires)."""
+    if requirement.get("operator") in ("Gt", "Lt"):
+        values = requirement.get("values")
+        if not (isinstance(values, list) and len(values) == 1 and is_int64(values[0])):
+            out.values.append((f"{path}.values", f"{requirement['operator']} needs exactly one 64-bit integer value"))
+
+
+_STRINGS = map_of(string)
+_REQUIREMENT = obj(
+    {"key": string, "operator": string, "values": list_of(string)},
+    required=("key", "operator"),
+    extra=_requirement_values,
+)
+_TERM = obj({"matchExpressions": list_of(_REQUIREMENT), "matchFields": list_of(_REQUIREMENT)})
+_NODE_AFFINITY = obj(
+    {"requiredDuringSchedulingIgnoredDuringExecution": obj({"nodeSelectorTerms": list_of(_TERM)})},
+)
+METADATA = obj(
+    {
+        "name": string,
+        "generateName": string,
+        "namespace": string,
+        "uid": string,
+        "creationTimestamp": string,
+        "deletionTimestamp": string,
+        "labels": _STRINGS,
+        "annotations": _annotations,
+    }
+)
+_CLAIM_TEMPLATE = obj(
+    {"spec": obj({"accessModes": list_of(string), "storageClassName": string, "volumeName": string})},
+)
+_VOLUME = obj(
+    {
+        "name": string,
+        "persistentVolumeClaim": obj({"claimName": string}, required=("claimName",)),
+        "ephemeral": obj({"volumeClaimTemplate": _CLAIM_TEMPLATE}),
+    },
+    required=("name",),
+)
+_TOLERATION = obj(
+    {"key": string, "operator": string, "value": string, "effect": string, "tolerationSeconds": int64},
+)
+POD = obj(
+    {
+        "metadata": METADATA,
+        "spec": obj(
+            {
+                "nodeName": string,
+                "nodeSelector": _STRINGS,
+                "volumes": list_of(_VOLUME),
+                "tolerations": list_of(_TOLERATION),
+                "schedulingGates": list_of(obj({"name": string})),
+                "affinity": obj({"nodeAffinity": _NODE_AFFINITY}),
+            }
+        ),
+    }
+)
+JOB = obj({"metadata": METADATA, "spec": obj({"template": POD})})
+CONFIG_MAP = obj({"metadata": METADATA, "data": _STRINGS, "binaryData": _STRINGS})
+SHAPES: dict[str, Check] = {"Pod": POD, "Job": JOB, "ConfigMap": CONFIG_MAP}
+
+
+def object_problems(kind: str, value: Any) -> Problems:
+    """The problems of an object of `kind` in the fields rules read; kinds no rule reads have none."""
+    out = Problems()
+    shape = SHAPES.get(kind)
+    if shape is not None:
+        shape(value, "", out)
+    return out
+
+
+def pod_shape_problems(pod: Any, base: str = "") -> list[Problem]:
+    """Type problems of a pod (or a pod template at `base`)."""
+    out = Problems()
+    POD(pod, base, out)
+    return out.types

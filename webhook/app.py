@@ -99,14 +99,17 @@ def _review_view(name: str, handler: Handler, mutating: bool, runtime: Runtime) 
             decision = handler(req, runtime)
         except BadObject as exc:
             metrics.BAD_REQUESTS.labels(name, "400").inc()
-            return _error("; ".join(f"request.object.{p}: {m}" for p, m in exc.problems), 400)
+            where = f"request.{exc.source}"
+            return _error("; ".join(f"{where}.{p}: {m}" if p else f"{where}: {m}" for p, m in exc.problems), 400)
         document = build_response(req, decision, mutating=mutating)
         outcome = _outcome(document)
+        for rule in decision.rule_errors:
+            metrics.RULE_ERRORS.labels(name, rule).inc()
         if decision.failure:
             metrics.LOOKUP_FAILURES.labels(name, runtime.policy.on_lookup_failure).inc()
         metrics.REQUESTS.labels(name, req.kind, req.operation, outcome).inc()
         metrics.DURATION.labels(name).observe(time.perf_counter() - started)
-        return Response(json.dumps(document, separators=(",", ":")), mimetype="application/json")
+        return Response(json.dumps(document, separators=(",", ":"), allow_nan=False), mimetype="application/json")
 
     view.__name__ = f"review_{name}"
     return view

@@ -27,6 +27,11 @@ LOOKUP_FAILURES = Counter(
     "Decisions taken without the cluster state they needed, following onLookupFailure.",
     ["endpoint", "action"],
 )
+RULE_ERRORS = Counter(
+    "storage_affinity_rule_errors_total",
+    "Rules that raised (a bug): the mutation is discarded, the validation denies unless enforcement is warn.",
+    ["endpoint", "rule"],
+)
 BAD_REQUESTS = Counter(
     "storage_affinity_bad_requests_total",
     "Bodies refused before review (not an AdmissionReview, malformed object, too large).",

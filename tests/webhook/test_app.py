@@ -100,10 +100,11 @@ def test_dry_run_is_answered_like_a_real_request(client: FlaskClient) -> None:
     assert post(client, "mutate", review).get_json() == real
 
 
-def test_a_failing_rule_never_becomes_a_5xx(client: FlaskClient, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_mutator_is_discarded_whole_and_counted(client: FlaskClient, monkeypatch: pytest.MonkeyPatch) -> None:
     from rules import pipeline
 
     def broken(ctx: Any, target: Any) -> None:
+        target.patch.set("spec", "nodeName", value="half-applied")
         raise KeyError("boom")
 
     monkeypatch.setitem(pipeline.MUTATORS, "mover", broken)
@@ -112,10 +113,40 @@ def test_a_failing_rule_never_becomes_a_5xx(client: FlaskClient, monkeypatch: py
     response = answer.get_json()["response"]
     assert response["allowed"] is True
     assert "patch" not in response
-    assert response["warnings"] == [
-        "storage-affinity-webhook admitted this unchanged: internal error in tests.webhook.test_app: KeyError"
-    ]
-    assert response["auditAnnotations"]["lookup-failure"].startswith("internal error")
+    why = "internal error in tests.webhook.test_app.broken: KeyError"
+    assert response["warnings"] == [f"storage-affinity-webhook admitted this unchanged: {why}"]
+    assert response["auditAnnotations"] == {"rule-error": why}
+    metrics = client.get("/metrics").text
+    assert 'storage_affinity_rule_errors_total{endpoint="mutate",rule="tests.webhook.test_app.broken"} 1.0' in metrics
+    assert 'storage_affinity_lookup_failures_total{endpoint="mutate"' not in metrics
+
+
+@pytest.mark.parametrize(("enforcement", "allowed"), [("deny", False), ("warn", True)])
+def test_a_failing_validator_fails_closed_unless_enforcement_is_warn(
+    monkeypatch: pytest.MonkeyPatch, enforcement: str, allowed: bool
+) -> None:
+    """A check that could not be computed is not a pass: the policy's global enforcement decides."""
+    from rules import pipeline
+    from rules.policy import policy_from_document
+
+    def broken(ctx: Any, target: Any) -> None:
+        raise ValueError("boom")
+
+    monkeypatch.setattr(pipeline, "POD_VALIDATORS", [broken])
+    runtime = Runtime(
+        policy=policy_from_document({"enforcement": enforcement}),
+        view=load_static_state([EXAMPLES / "cluster.yaml"]),
+        namespace="saw",
+    )
+    answer = post(create_app(runtime).test_client(), "validate", _mover_review())
+    assert answer.status_code == 200
+    response = answer.get_json()["response"]
+    assert response["allowed"] is allowed
+    text = "internal error in tests.webhook.test_app.broken: ValueError: the object could not be checked"
+    if allowed:
+        assert response["warnings"] == [text]
+    else:
+        assert response["status"]["message"] == f"storage-affinity-webhook denied: 1 problem: (1) {text}"
 
 
 def test_health_readiness_and_metrics(client: FlaskClient) -> None:
