@@ -1,13 +1,18 @@
-"""Safe YAML/JSON document loading shared by the policy, the CLI and static cluster state.
+"""Safe YAML/JSON document loading shared by the policy, the CLI, static cluster state and the codec.
 
-Aliases are refused: a YAML bomb (billion laughs) expands through them, and no manifest or policy needs them.
+Documents hold JSON values only, as the API server's objects do: strings, finite numbers, booleans, null, lists
+and maps. Aliases are refused (a YAML bomb expands through them), so are tags that build anything else
+(`!!binary`, `!!timestamp`, `!!set`, `!!python/...`, local `!tags`) and the non-finite numbers `.nan`/`.inf` and
+JSON's `NaN`/`Infinity`, which no Kubernetes object can carry and kube-apiserver cannot decode. A date-like
+scalar stays the string it is written as (YAML 1.2 has no implicit timestamps).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -17,7 +22,32 @@ class DocumentError(ValueError):
     """A document could not be read; the message names the source and, for syntax errors, the line."""
 
 
-class _NoAliasLoader(yaml.SafeLoader):
+_JSON_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "map", "seq"))
+
+
+class _JsonTypesLoader(yaml.SafeLoader):
+    """SafeLoader that composes JSON values only; every refusal names the path and line of the value."""
+
+    def construct_document(self, node: Any) -> Any:
+        self._check(node, "")
+        return super().construct_document(node)
+
+    def _check(self, node: Any, path: str) -> None:
+        if node.tag not in _JSON_TAGS:
+            _refuse(node, path, f"the YAML tag {_short_tag(node.tag)} is not accepted (only JSON values are)")
+        if node.tag == "tag:yaml.org,2002:float" and not math.isfinite(self.construct_yaml_float(node)):
+            _refuse(node, path, f"{node.value} is not accepted (only finite numbers are)")
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if key.tag == "tag:yaml.org,2002:merge":
+                    _refuse(key, path, "merge keys (<<) are not accepted")
+                self._check(key, path)
+                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+                self._check(value, f"{path}.{name}" if path else str(name))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self._check(item, f"{path}[{i}]")
+
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()  # type: ignore[no-untyped-call]
@@ -30,14 +60,33 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+# Timestamps resolve as strings: an implicit `!!timestamp` would make a date object no JSON value can hold.
+_JsonTypesLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _short_tag(tag: str) -> str:
+    return "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org,2002:") else tag
+
+
+def _refuse(node: Any, path: str, problem: str) -> None:
+    raise yaml.constructor.ConstructorError(None, None, f"{path}: {problem}" if path else problem, node.start_mark)
+
+
 def load_documents(text: str, source: str) -> list[Any]:
     """All documents of a multi-document YAML (or JSON) text; empty documents are skipped."""
     try:
-        return [doc for doc in yaml.load_all(text, Loader=_NoAliasLoader) if doc is not None]
+        return [doc for doc in yaml.load_all(text, Loader=_JsonTypesLoader) if doc is not None]
     except RecursionError:  # PyYAML composes recursively; never swap in CSafeLoader: it segfaults instead
         raise DocumentError(f"{source}: not valid YAML: {NESTED_TOO_DEEPLY}") from None
     except ValueError as exc:  # an integer longer than Python converts (sys.get_int_max_str_digits)
         raise DocumentError(f"{source}: not valid YAML: {_value_error(exc)}") from None
+    except yaml.constructor.ConstructorError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise DocumentError(f"{source}: not accepted{where}: {exc.problem}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -53,17 +102,28 @@ class JsonError(ValueError):
     """JSON text that cannot be read; the message says why (with line and column for syntax errors)."""
 
 
-def load_json(text: str, parse_constant: Callable[[str], Any] | None = None) -> Any:
-    """`json.loads` whose every failure is a JsonError fit for a user: deep nesting raises RecursionError and
-    overlong integers a bare ValueError, which would otherwise escape as internal errors."""
+def load_json(text: str) -> Any:
+    """Strict `json.loads` whose every failure is a JsonError fit for a user: `NaN` and `Infinity` are refused,
+    deep nesting (RecursionError) and overlong integers (a bare ValueError) are reported, not raised."""
     try:
-        return json.loads(text, parse_constant=parse_constant)
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         raise JsonError(f"{exc.msg} at line {exc.lineno}, column {exc.colno}") from None
     except RecursionError:
         raise JsonError(NESTED_TOO_DEEPLY) from None
     except ValueError as exc:
         raise JsonError(_value_error(exc)) from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 reads as infinity
+        raise ValueError(f"{text[:20]} is not a finite number")
+    return value
 
 
 def _value_error(exc: ValueError) -> str:

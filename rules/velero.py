@@ -76,7 +76,7 @@ def config_document(config_map: Mapping[str, Any]) -> tuple[str, Any]:
     if not isinstance(text, str):
         raise VeleroConfigError([(f"data[{key}]", f"must be a string holding JSON, not {type_name(text)}")])
     try:
-        doc = load_json(text, parse_constant=_reject_constant)
+        doc = load_json(text)
     except JsonError as exc:
         raise VeleroConfigError([(f"data[{key}]", f"is not valid JSON: {exc}")]) from None
     if not isinstance(doc, Mapping):
@@ -147,7 +147,3 @@ def _is(value: Any, expected: type) -> bool:
     if expected is not bool and isinstance(value, bool):
         return False
     return isinstance(value, expected)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
