@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.documents import NESTED_TOO_DEEPLY, JsonError, load_json
+from rules.echo import escaped
 from rules.model import Decision, Json, Subject
 from rules.pipeline import denial_message
 
@@ -125,28 +126,30 @@ def build_response(request: AdmissionRequest, decision: Decision, *, mutating: b
     response: Json = {"uid": request.uid, "allowed": decision.allowed}
     if not decision.allowed:
         if decision.denied_by_failure:
-            message = f"storage-affinity-webhook denied: {decision.failure} (policy onLookupFailure: deny)"
+            message = escaped(f"storage-affinity-webhook denied: {decision.failure} (policy onLookupFailure: deny)")
             response["status"] = {"code": 503, "reason": "ServiceUnavailable", "message": message}
         else:
             response["status"] = {"code": 422, "reason": "Invalid", "message": denial_message(decision.denials)}
     elif mutating and decision.patch and request.operation == "CREATE" and request.obj is not None:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(json.dumps(decision.patch, separators=(",", ":")).encode()).decode()
+        response["patch"] = base64.b64encode(
+            json.dumps(decision.patch, separators=(",", ":"), allow_nan=False).encode()
+        ).decode()
     warnings = clip_warnings(decision.warnings)
     if warnings:
         response["warnings"] = warnings
-    audit = {k: str(v) for k, v in decision.audit.items() if _AUDIT_KEY.match(k) and len(k) <= 63}
+    audit = {k: escaped(str(v)) for k, v in decision.audit.items() if _AUDIT_KEY.match(k) and len(k) <= 63}
     if audit:
         response["auditAnnotations"] = audit
     return {"apiVersion": request.api_version, "kind": "AdmissionReview", "response": response}
 
 
 def clip_warnings(warnings: list[str]) -> list[str]:
-    """Each warning at most 120 characters, and no more in total than the API server keeps (4 KiB)."""
+    """Each warning printable, at most 120 characters, and no more in total than the API server keeps (4 KiB)."""
     out: list[str] = []
     total = 0
     for warning in warnings:
-        text = " ".join(warning.split())
+        text = escaped(" ".join(warning.split()))
         if len(text) > WARNING_LIMIT:
             text = text[: WARNING_LIMIT - 1] + "…"
         if total + len(text) > WARNINGS_TOTAL_LIMIT:

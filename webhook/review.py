@@ -13,6 +13,7 @@ import jsonpatch
 
 from rules import pipeline
 from rules.cluster import ClusterView
+from rules.echo import escaped
 from rules.model import Json
 from rules.policy import Policy
 from webhook.codec import AdmissionRequest, ReviewError, request_from_document
@@ -75,13 +76,13 @@ def review(request: AdmissionRequest, policy: Policy, view: ClusterView, own_nam
     subject = request.subject()
     final = type(subject)(**{**subject.__dict__, "obj": obj})
     validation = pipeline.validate(final, view, policy, own_namespace)
-    warnings = list(dict.fromkeys(mutation.warnings + validation.warnings))
+    warnings = [escaped(w) for w in dict.fromkeys(mutation.warnings + validation.warnings)]
     allowed = mutation.allowed and validation.allowed
     message = ""
     if not validation.allowed and validation.denials:
         message = pipeline.denial_message(validation.denials)
     elif not allowed:
-        message = f"storage-affinity-webhook denied: {mutation.failure or validation.failure}"
+        message = escaped(f"storage-affinity-webhook denied: {mutation.failure or validation.failure}")
     return ReviewResult(
         allowed=allowed,
         patch=mutation.patch if mutation.allowed else [],
