@@ -1,4 +1,4 @@
-"""The `storage-affinity-webhook` command: serve, review, certs.
+"""The `storage-affinity-webhook` command: serve, review, audit, certs.
 
 Exit codes of `review`: 0 allowed, 1 denied, 2 bad input or usage.
 """
@@ -112,6 +112,32 @@ def _parser() -> argparse.ArgumentParser:
     rev.add_argument("--namespace", default="", help="the webhook's own namespace (exempt)")
     rev.add_argument("-o", "--output", choices=["json", "yaml", "patch"], default="json")
 
+    aud = sub.add_parser(
+        "audit",
+        help="review existing objects: every validating rule, and what the mutating rules would change now",
+        description="Exit 0 when clean, 1 with findings, 2 on bad input or an unreachable API.",
+    )
+    aud.add_argument(
+        "--cluster",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="audit these manifests (the formats of review --cluster) instead of the live API",
+    )
+    aud.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="kubeconfig for the live API (default: $KUBECONFIG, in-cluster service account, ~/.kube/config)",
+    )
+    scope = aud.add_mutually_exclusive_group()
+    scope.add_argument("-n", "--namespace", help="audit this namespace only")
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="audit every namespace (the default)")
+    aud.add_argument("--policy", type=Path, help="policy file (ConfigMap or bare document); default: embedded")
+    aud.add_argument(
+        "-o", "--output", choices=["table", "json", "yaml"], help="default: table on a terminal, json otherwise"
+    )
+
     certs = sub.add_parser("certs", help="issue a development CA and serving certificate")
     certs.add_argument("--service", required=True, help="the webhook Service name")
     certs.add_argument("--namespace", required=True, help="the Service's namespace")
@@ -125,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     if args.command == "review":
         return _review(args)
+    if args.command == "audit":
+        return _audit(args)
     if args.command == "rotate-certs":
         return _rotate(args)
     return _certs(args)
@@ -181,6 +209,26 @@ def _serve_files(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from rules.documents import DocumentError
+    from rules.policy import PolicyError
+    from webhook import audit
+    from webhook.policyfile import load_policy_file
+
+    try:
+        policy, _ = load_policy_file(args.policy)
+        if args.cluster:
+            objects, view = audit.objects_from_files(args.cluster)
+        else:
+            objects, view = audit.objects_from_api(args.kubeconfig, args.namespace, audit.progress_to(sys.stderr))
+    except (DocumentError, PolicyError, audit.AuditSourceError) as exc:
+        print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    run = audit.run_audit(objects, view, policy, args.namespace)
+    print(audit.render(run, args.output or audit.default_output(sys.stdout)))
+    return audit.exit_code(run)
 
 
 def _rotate(args: argparse.Namespace) -> int:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rules.policy import Policy, default_policy, parse_policy_text
+from rules.policy import Policy, PolicyError, default_policy, parse_policy_text
 
 
 def load_policy_file(path: Path | None) -> tuple[Policy, str]:
     """The policy from a file (bare document or ConfigMap), or the embedded default, with its source name."""
     if path is None:
         return default_policy(), "embedded default"
-    return parse_policy_text(path.read_text(encoding="utf-8"), str(path)), str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise PolicyError([("", f"{path}: cannot read: {reason}")]) from None
+    return parse_policy_text(text, str(path)), str(path)

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from rules.documents import DocumentError, iter_objects, load_documents
+from rules.shape import object_problems
 from webhook.state.index import KINDS, ClusterIndex, bulk_ingest
 
 
@@ -29,4 +30,9 @@ def _load_into(index: ClusterIndex, paths: Iterable[str | Path]) -> None:
                 meta = obj.get("metadata")
                 if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
                     raise DocumentError(f"{source}: a {obj.get('kind')} has no metadata.name")
+                # The rules read these objects too: the same typed boundary as a review's object.
+                if problems := object_problems(str(obj["kind"]), obj).types:
+                    where = "/".join(filter(None, (meta.get("namespace"), meta["name"])))
+                    field, message = problems[0]
+                    raise DocumentError(f"{source}: {obj['kind']} {where}: {field}: {message}")
                 index.apply(obj)

@@ -1,0 +1,156 @@
+"""The audit of existing objects: what admission would say of them now, and whether pods sit where they belong.
+
+Admission sees an object once. Pods admitted while the webhook was down (it fails open), before a policy change or
+before their claim's holder moved are never looked at again; the audit runs the same pipeline over them: every
+validating rule, and the mutating rules in "what would change" mode (the patch is computed, never applied to the
+cluster). A Pending mover whose claim is held on another node is flagged `multi_attach`: the kubelet cannot attach
+a ReadWriteOnce volume to two nodes, so it stays Pending with a Multi-Attach error until someone moves it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonpatch
+
+from rules import pipeline
+from rules.anchors import name_of, plan
+from rules.cluster import ClusterView
+from rules.context import BadObject, PodTarget
+from rules.model import Decision, Json, Subject
+from rules.nodeaffinity import REQUIRED, pod_fits_node
+from rules.policy import Policy
+
+#: The kinds the audit reviews; every other object is read as cluster state only.
+AUDITED_KINDS = ("Pod", "Job", "ConfigMap")
+PLACED_ROLES = ("mover", "backup", "restore")
+#: The pseudo-family of a pod that admission would place differently now.
+DRIFT = "placementDrift"
+
+
+@dataclass(frozen=True)
+class AuditFinding:
+    family: str
+    field: str
+    message: str
+    severity: str  # deny or warn, after the policy's enforcement
+
+    def as_json(self) -> Json:
+        return {"family": self.family, "field": self.field, "message": self.message, "severity": self.severity}
+
+
+@dataclass
+class ObjectAudit:
+    """One object's audit. `placement` is set for mover, backup and restore pods: `ok`, `misplaced`, `pending`
+    (not scheduled yet) or `unknown-node`; `wanted` says where admission would place it now."""
+
+    kind: str
+    namespace: str
+    name: str
+    role: str = ""
+    phase: str = ""
+    node: str = ""
+    placement: str = ""
+    wanted: str = ""
+    would_change: list[Json] = field(default_factory=list)
+    findings: list[AuditFinding] = field(default_factory=list)
+    multi_attach: bool = False
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+    def sort_key(self) -> tuple[int, str, str, str]:
+        return (0 if self.multi_attach else 1, self.namespace, self.kind, self.name)
+
+    def as_json(self) -> Json:
+        out: Json = {"kind": self.kind, "namespace": self.namespace, "name": self.name}
+        for key in ("role", "phase", "node", "placement", "wanted"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
+        if self.would_change:
+            out["wouldChange"] = self.would_change
+        out["multiAttach"] = self.multi_attach
+        out["findings"] = [f.as_json() for f in self.findings]
+        return out
+
+
+def audit_objects(
+    objects: Iterable[Mapping[str, Any]], view: ClusterView, policy: Policy, own_namespace: str = ""
+) -> list[ObjectAudit]:
+    """Every Pod, Job and ConfigMap among `objects`, in the order to show them: Multi-Attach movers first."""
+    reports = [audit_object(obj, view, policy, own_namespace) for obj in objects if obj.get("kind") in AUDITED_KINDS]
+    return sorted(reports, key=ObjectAudit.sort_key)
+
+
+def audit_object(obj: Mapping[str, Any], view: ClusterView, policy: Policy, own_namespace: str = "") -> ObjectAudit:
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    assert isinstance(metadata, Mapping)
+    kind = str(obj.get("kind"))
+    namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+    report = ObjectAudit(kind, namespace, name)
+    subject = Subject(kind=kind, operation="CREATE", namespace=namespace, name=name, obj=dict(obj))
+    try:
+        mutation = pipeline.mutate(subject, view, policy, own_namespace)
+        final = jsonpatch.apply_patch(copy.deepcopy(dict(obj)), mutation.patch) if mutation.patch else dict(obj)
+        validation = pipeline.validate(
+            Subject(kind=kind, operation="CREATE", namespace=namespace, name=name, obj=final),
+            view,
+            policy,
+            own_namespace,
+        )
+    except BadObject as exc:
+        report.findings = [AuditFinding("object", path, message, "deny") for path, message in exc.problems]
+        return report
+    report.findings = list(dict.fromkeys(_findings(mutation) + _findings(validation)))
+    if kind != "Pod" or not mutation.allowed:
+        return report
+    target = pipeline.pod_target(subject, policy, own_namespace)
+    report.role = target.role.role or ""
+    report.phase = str((obj.get("status") or {}).get("phase") or "Pending")
+    report.node = str((obj.get("spec") or {}).get("nodeName") or "")
+    if report.role in PLACED_ROLES:
+        _placement(report, target, final=final, mutation=mutation, view=view, policy=policy)
+    return report
+
+
+def _findings(decision: Decision) -> list[AuditFinding]:
+    """The decision's findings; a value the boundary refused is reported by both mutation and validation."""
+    return [AuditFinding(f.family, f.field, f.message, f.severity.value) for f in decision.findings]
+
+
+def _placement(
+    report: ObjectAudit, target: PodTarget, *, final: Json, mutation: Decision, view: ClusterView, policy: Policy
+) -> None:
+    """Where admission would put the pod now, and whether its node is such a place."""
+    spec = final.get("spec") or {}
+    node_name = ""
+    if report.role == "mover":
+        lead = plan(view, policy, target).lead
+        if lead is not None and lead.node:
+            node_name = lead.node
+            report.wanted = f"node {lead.node} (with pod {name_of(lead.anchor or {})})"
+    elif spec.get("nodeName") and spec.get("nodeName") != report.node:
+        node_name = str(spec["nodeName"])
+        report.wanted = f"node {node_name}"
+    elif ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED[-1]) is not None:
+        report.wanted = "a node matching its required node affinity"
+    report.would_change = mutation.patch
+    if not report.node:
+        report.placement = "pending"
+        if mutation.patch:
+            message = "not scheduled yet, and without the placement admission would give it now"
+            report.findings.append(AuditFinding(DRIFT, "spec", message, "warn"))
+    elif (node := view.node(report.node)) is None:
+        report.placement = "unknown-node"
+    elif (not node_name or node_name == report.node) and pod_fits_node(spec, node):
+        report.placement = "ok"
+    else:
+        report.placement = "misplaced"
+        message = f"runs on node {report.node}; admission would place it on {report.wanted or 'another node'} now"
+        report.findings.append(AuditFinding(DRIFT, "spec.nodeName", message, "warn"))
+    # Scheduled away from the node that holds its claim and still Pending: the kubelet's Multi-Attach error.
+    report.multi_attach = report.role == "mover" and report.phase == "Pending" and report.placement == "misplaced"

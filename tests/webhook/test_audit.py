@@ -1,0 +1,163 @@
+"""`storage-affinity-webhook audit` over manifest files and over the (fake) Kubernetes API."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.state.fakeapi import FakeKubeAPI, running_fake_api
+from tests.support import DATA, EXAMPLES
+from webhook.cli import main
+
+CLUSTER = [str(EXAMPLES / "cluster.yaml"), str(DATA / "audit" / "findings.yaml")]
+POLICY = str(EXAMPLES / "policy-load-affinity.yaml")
+FAMILIES = {
+    "annotations",
+    "coScheduling",
+    "diskAnnotations",
+    "loadAffinity",
+    "object",
+    "placement",
+    "placementDrift",
+    "policy",
+}
+
+
+def audit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["audit", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_every_family_is_found_and_the_multi_attach_mover_comes_first(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = audit(capsys, "--cluster", *CLUSTER, "--policy", POLICY, "-o", "json")
+    assert code == 1
+    report = json.loads(out)
+    families = {f["family"] for o in report["objects"] for f in o["findings"]}
+    assert families == FAMILIES
+    first = report["objects"][0]
+    assert (first["name"], first["multiAttach"], first["placement"]) == ("volsync-src-db-stuck", True, "misplaced")
+    assert first["wanted"] == "node ip-10-0-1-17.ec2.internal (with pod db-0)"
+    assert [o["name"] for o in report["objects"] if o["multiAttach"]] == ["volsync-src-db-stuck"]
+    assert report["summary"] == {"audited": 10, "findings": 14, "objectsWithFindings": 9, "multiAttach": 1}
+
+
+def test_a_backup_pod_outside_its_load_affinity_is_misplaced_with_what_admission_would_add(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, out, _ = audit(capsys, "--cluster", *CLUSTER, "--policy", POLICY, "-o", "json")
+    (backup,) = [o for o in json.loads(out)["objects"] if o["name"] == "nightly-20261120-7hx2q"]
+    assert (backup["role"], backup["node"], backup["placement"]) == ("backup", "ip-10-0-1-17.ec2.internal", "misplaced")
+    added = {op["path"] for op in backup["wouldChange"]}
+    assert "/spec/affinity" in added and "/spec/tolerations" in added
+
+
+def test_outputs_agree_and_the_table_is_sorted_with_a_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    _, as_json, _ = audit(capsys, "--cluster", *CLUSTER, "--policy", POLICY, "-o", "json")
+    _, as_yaml, _ = audit(capsys, "--cluster", *CLUSTER, "--policy", POLICY, "-o", "yaml")
+    assert yaml.safe_load(as_yaml) == json.loads(as_json)
+    code, table, _ = audit(capsys, "--cluster", *CLUSTER, "--policy", POLICY, "-o", "table")
+    assert code == 1
+    lines = table.splitlines()
+    assert lines[0].split() == ["OBJECT", "ROLE", "NODE", "PLACEMENT", "FAMILY", "SEVERITY", "FIELD", "MESSAGE"]
+    assert lines[1].startswith("pod/shop/volsync-src-db-stuck (MULTI-ATTACH)")
+    assert lines[-1] == (
+        "10 objects audited: 14 findings in 9 objects, 1 Multi-Attach (movers stuck on a claim held elsewhere)"
+    )
+    rows = [line.split()[0] for line in lines[1:-2]]
+    rest = [r for r in rows if r != "pod/shop/volsync-src-db-stuck"]
+    assert len(rows) == 14 and rows[:3] == ["pod/shop/volsync-src-db-stuck"] * 3
+    namespaces = [r.split("/")[1] for r in rest]
+    assert namespaces == sorted(namespaces)
+
+
+def test_a_clean_cluster_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = audit(capsys, "--cluster", str(DATA / "audit" / "clean.yaml"), "-o", "table")
+    assert (code, out) == (0, "2 objects audited: no findings\n")
+
+
+def test_one_namespace_only(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = audit(capsys, "--cluster", *CLUSTER, "--policy", POLICY, "-n", "velero", "-o", "json")
+    assert code == 1
+    assert {o["namespace"] for o in json.loads(out)["objects"]} == {"velero"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cluster", "missing.yaml"], "storage-affinity-webhook: missing.yaml: cannot read:"),
+        (["--cluster", str(EXAMPLES / "cluster.yaml"), "--policy", "missing.yaml"], "missing.yaml"),
+        (["--kubeconfig", "missing.yaml"], "--kubeconfig missing.yaml: no such file"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_problem(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, out, err = audit(capsys, *args)
+    assert (code, out) == (2, "")
+    assert err.startswith("storage-affinity-webhook: ") and message in err
+
+
+def test_a_broken_manifest_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: Pod\nmetadata: {name: p, namespace: a}\nspec: {volumes: 1}\n")
+    code, _, err = audit(capsys, "--cluster", str(broken))
+    assert code == 2
+    assert err == f"storage-affinity-webhook: {broken}: Pod a/p: spec.volumes: must be a list, not number\n"
+
+
+def _live_cluster(api: FakeKubeAPI) -> None:
+    for path in CLUSTER:
+        for doc in yaml.safe_load_all(Path(path).read_text()):
+            for obj in doc["items"]:
+                api.create(obj)
+
+
+def test_the_live_audit_finds_what_the_files_hold(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with running_fake_api() as api:
+        _live_cluster(api)
+        kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
+        code, out, err = audit(capsys, "--kubeconfig", kubeconfig, "--policy", POLICY, "-o", "json")
+        files = json.loads(audit(capsys, "--cluster", *CLUSTER, "--policy", POLICY, "-o", "json")[1])
+        namespaced = audit(capsys, "--kubeconfig", kubeconfig, "--policy", POLICY, "-n", "shop", "-o", "json")
+        assert api.count("GET", "Pod") >= 2
+    assert code == 1, err
+    live = json.loads(out)
+    assert _names(live) == _names(files)
+    assert live["summary"] == files["summary"]
+    assert {o["namespace"] for o in json.loads(namespaced[1])["objects"]} == {"shop"}
+
+
+def test_a_slow_api_shows_progress_on_stderr(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with running_fake_api() as api:
+        _live_cluster(api)
+        api.delay(0.25)
+        code, _, err = audit(capsys, "--kubeconfig", str(api.write_kubeconfig(tmp_path / "k")), "-o", "json")
+    assert code == 1
+    assert "listed 8 Pods" in err, err
+
+
+@pytest.mark.parametrize("status", [403, 500])
+def test_an_api_that_refuses_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path, status: int) -> None:
+    with running_fake_api() as api:
+        api.fail(status)
+        code, out, err = audit(capsys, "--kubeconfig", str(api.write_kubeconfig(tmp_path / "k")))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"storage-affinity-webhook: the Kubernetes API refused a list: {status} ")
+
+
+def test_an_unreachable_api_exits_2_naming_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with running_fake_api() as api:
+        kubeconfig = str(api.write_kubeconfig(tmp_path / "k"))
+        url = api.url
+    code, out, err = audit(capsys, "--kubeconfig", kubeconfig)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"storage-affinity-webhook: the Kubernetes API cannot be reached at {url}: "), err
+
+
+def _names(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(o["kind"], o["namespace"], o["name"]) for o in report["objects"]]

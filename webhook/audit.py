@@ -1,0 +1,201 @@
+"""`storage-affinity-webhook audit`: the audit of existing objects, from manifest files or the Kubernetes API.
+
+The rules are `rules.audit`; this module reads the objects, filters them by namespace and prints the reports as a
+sorted table for people or as JSON/YAML for tools. Exit codes: 0 clean, 1 findings, 2 bad input or no API.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from rules.audit import ObjectAudit, audit_objects
+from rules.documents import iter_objects, load_documents
+from rules.model import Json
+from rules.policy import Policy
+from webhook.state.index import ClusterIndex, bulk_ingest
+from webhook.state.static import load_static_state
+
+EXIT_CLEAN, EXIT_FINDINGS = 0, 1
+#: What the live audit lists, in this order (the cluster state the rules read, then what is audited).
+LIVE_KINDS = ("StorageClass", "Node", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "Pod")
+
+
+class AuditSourceError(Exception):
+    """The objects could not be read: a bad file, or an API that cannot be reached or refuses."""
+
+
+@dataclass
+class AuditRun:
+    reports: list[ObjectAudit]
+    audited: int
+
+    @property
+    def findings(self) -> int:
+        return sum(len(r.findings) for r in self.reports)
+
+    def summary(self) -> Json:
+        with_findings = [r for r in self.reports if r.findings]
+        return {
+            "audited": self.audited,
+            "findings": self.findings,
+            "objectsWithFindings": len(with_findings),
+            "multiAttach": sum(r.multi_attach for r in self.reports),
+        }
+
+    def as_json(self) -> Json:
+        return {"summary": self.summary(), "objects": [r.as_json() for r in self.reports if r.findings]}
+
+
+def run_audit(objects: Iterable[Json], view: Any, policy: Policy, namespace: str | None) -> AuditRun:
+    """Audit the objects of `namespace` (None: every namespace; cluster-scoped objects are never audited)."""
+    chosen = [o for o in objects if namespace is None or (o.get("metadata") or {}).get("namespace") == namespace]
+    reports = audit_objects(chosen, view, policy)
+    return AuditRun(reports, len(reports))
+
+
+def objects_from_files(paths: Iterable[Path]) -> tuple[list[Json], ClusterIndex]:
+    """The objects of the manifests (the same formats as `review --cluster`) and the state they make."""
+    objects: list[Json] = []
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AuditSourceError(f"{path}: cannot read: {exc}") from None
+        objects.extend(iter_objects(load_documents(text, str(path)), str(path)))
+    return objects, load_static_state(paths)
+
+
+def objects_from_api(
+    kubeconfig: Path | None, namespace: str | None, progress: Callable[[str], None]
+) -> tuple[list[Json], ClusterIndex]:
+    """Every object the rules read, listed page by page from the API; the audited kinds are kept whole."""
+    from kubernetes import client  # the client only where the API is used: `audit --cluster` works without it
+
+    from webhook.state.apisource import ApiConfigError
+    from webhook.state.live import load_configuration
+
+    try:
+        configuration, _ = load_configuration(kubeconfig)
+    except ApiConfigError as exc:
+        raise AuditSourceError(str(exc)) from None
+    configuration.retries = 2
+    api = client.ApiClient(configuration)
+    core = client.CoreV1Api(api)
+    storage = client.StorageV1Api(api)
+    calls: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
+        "StorageClass": (storage.list_storage_class, ()),
+        "Node": (core.list_node, ()),
+        "PersistentVolume": (core.list_persistent_volume, ()),
+        "PersistentVolumeClaim": _namespaced(core, "persistent_volume_claim", namespace),
+        "ConfigMap": _namespaced(core, "config_map", namespace),
+        "Pod": _namespaced(core, "pod", namespace),
+    }
+    index = ClusterIndex()
+    audited: list[Json] = []
+    started = time.monotonic()
+    try:
+        with bulk_ingest():
+            for kind in LIVE_KINDS:
+                call, args = calls[kind]
+                count = 0
+                for obj in _pages(call, args):
+                    obj["kind"] = kind
+                    index.apply(obj)
+                    if kind in ("Pod", "ConfigMap"):
+                        audited.append(obj)
+                    count += 1
+                    if count % 500 == 0 and time.monotonic() - started > 1.0:
+                        progress(f"listing {kind}s: {count}…")
+                if time.monotonic() - started > 1.0:
+                    progress(f"listed {count} {kind}s")
+    except client.ApiException as exc:
+        raise AuditSourceError(f"the Kubernetes API refused a list: {exc.status} {exc.reason}") from None
+    except Exception as exc:  # urllib3's connection errors have no common base worth importing here
+        raise AuditSourceError(f"the Kubernetes API cannot be reached at {configuration.host}: {exc}") from None
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
+    return audited, index
+
+
+def _namespaced(core: Any, what: str, namespace: str | None) -> tuple[Callable[..., Any], tuple[str, ...]]:
+    if namespace is None:
+        return getattr(core, f"list_{what}_for_all_namespaces"), ()
+    return getattr(core, f"list_namespaced_{what}"), (namespace,)
+
+
+def _pages(call: Callable[..., Any], args: tuple[str, ...]) -> Iterator[Json]:
+    """The objects of a paged list, as plain JSON (what the API sends, without the client's model classes)."""
+    token = None
+    while True:
+        kwargs: dict[str, Any] = {"limit": 500, "_preload_content": False, "_request_timeout": 60}
+        if token:
+            kwargs["_continue"] = token
+        page = json.loads(call(*args, **kwargs).data)
+        yield from page.get("items") or ()
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return
+
+
+# --- output --------------------------------------------------------------------------------------------------
+
+
+def render(run: AuditRun, output: str) -> str:
+    if output == "json":
+        return json.dumps(run.as_json(), indent=2)
+    if output == "yaml":
+        return yaml.safe_dump(run.as_json(), sort_keys=False, allow_unicode=False).rstrip()
+    return render_table(run)
+
+
+COLUMNS = ("OBJECT", "ROLE", "NODE", "PLACEMENT", "FAMILY", "SEVERITY", "FIELD", "MESSAGE")
+MESSAGE_WIDTH = 100
+
+
+def render_table(run: AuditRun) -> str:
+    """One row a finding, Multi-Attach movers first, then by namespace, kind and name; a summary line last."""
+    rows: list[tuple[str, ...]] = []
+    for report in run.reports:
+        name = f"{report.kind.lower()}/{report.namespace + '/' if report.namespace else ''}{report.name}"
+        if report.multi_attach:
+            name = f"{name} (MULTI-ATTACH)"
+        for finding in report.findings:
+            message = finding.message if len(finding.message) <= MESSAGE_WIDTH else finding.message[:99] + "…"
+            placement = report.placement + (f" → {report.wanted}" if report.wanted else "")
+            where = (name, report.role or "-", report.node or "-", placement or "-")
+            rows.append((*where, finding.family, finding.severity, finding.field or "-", message))
+    summary = run.summary()
+    line = (
+        f"{summary['audited']} objects audited: {summary['findings']} findings in {summary['objectsWithFindings']} "
+        f"objects, {summary['multiAttach']} Multi-Attach (movers stuck on a claim held elsewhere)"
+    )
+    if not rows:
+        return f"{summary['audited']} objects audited: no findings"
+    widths = [max(len(r[i]) for r in [COLUMNS, *rows]) for i in range(len(COLUMNS) - 1)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1]
+        for row in [COLUMNS, *rows]
+    ]
+    return "\n".join([*lines, "", line])
+
+
+def default_output(stream: TextIO) -> str:
+    return "table" if stream.isatty() else "json"
+
+
+def exit_code(run: AuditRun) -> int:
+    return EXIT_FINDINGS if run.findings else EXIT_CLEAN
+
+
+def progress_to(stream: TextIO) -> Callable[[str], None]:
+    def say(message: str) -> None:
+        print(message, file=stream, flush=True)
+
+    return say
