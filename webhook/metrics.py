@@ -63,12 +63,12 @@ AUDIT_FINDINGS = Gauge(
     "storage_affinity_audit_findings",
     "Findings of the last audit of existing objects, by rule family and namespace.",
     ["family", "namespace"],
-    multiprocess_mode="max",
+    multiprocess_mode="livemax",
 )
 AUDIT_LAST_RUN = Gauge(
     "storage_affinity_audit_last_run_timestamp_seconds",
     "Unix time at which the last audit of existing objects finished.",
-    multiprocess_mode="max",
+    multiprocess_mode="livemax",
 )
 
 

@@ -19,7 +19,16 @@ from rules.model import PREFIX, Json
 #: The kinds the index keeps, by `kind`.
 KINDS = ("Pod", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Node", "ConfigMap")
 
-_KEEP_ANNOTATION_PREFIXES = (PREFIX, "volume.kubernetes.io/", "kubevirt.io/", "kubernetes.io/config.mirror")
+_KEEP_ANNOTATION_PREFIXES = (
+    PREFIX,
+    "volume.kubernetes.io/",
+    "kubevirt.io/",
+    "kubernetes.io/config.mirror",
+    # read by the audit of existing pods, which runs on this index
+    "affinity.volumes.csi-baremetal.dell.com/",
+    "antiaffinity.volumes.csi-baremetal.dell.com/",
+    "affinity.csi-baremetal.dell.com/",
+)
 
 
 def claims_of(pod: Mapping[str, Any]) -> list[str]:
@@ -68,7 +77,12 @@ def trim(obj: Mapping[str, Any]) -> Json:
     spec = obj.get("spec") or {}
     if kind == "Pod":
         volumes = [v for v in spec.get("volumes") or () if "persistentVolumeClaim" in v or "ephemeral" in v]
-        kept: Json = {k: _shared(spec[k]) for k in ("nodeName", "tolerations", "schedulingGates") if spec.get(k)}
+        kept: Json = {
+            k: _shared(spec[k]) for k in ("nodeName", "tolerations", "schedulingGates", "nodeSelector") if spec.get(k)
+        }
+        required = _required_node_affinity(spec)
+        if required is not None:  # the audit checks the node against it
+            kept["affinity"] = {"nodeAffinity": {REQUIRED_KEY: _shared(required)}}
         kept["volumes"] = [
             {k: v[k] for k in ("name", "persistentVolumeClaim") if k in v}
             | ({"ephemeral": {}} if "ephemeral" in v else {})
@@ -91,6 +105,15 @@ def trim(obj: Mapping[str, Any]) -> Json:
     elif kind == "ConfigMap":
         out["data"] = dict(obj.get("data") or {})
     return out
+
+
+REQUIRED_KEY = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _required_node_affinity(spec: Mapping[str, Any]) -> Any:
+    affinity = spec.get("affinity")
+    node = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    return node.get(REQUIRED_KEY) if isinstance(node, Mapping) else None
 
 
 _SHARED: dict[str, Any] = {}
@@ -207,6 +230,11 @@ class ClusterIndex:
 
     def count(self, kind: str) -> int:
         return len(self._objects.get(kind, {}))
+
+    def objects(self, kind: str) -> list[Json]:
+        """Every object of a kind, as trimmed on ingest (pods only when they mount a claim)."""
+        with self._lock:
+            return list(self._objects.get(kind, {}).values())
 
     def _unlink_pod(self, key: tuple[str, str]) -> None:
         for claim in self._pod_claims.pop(key, ()):

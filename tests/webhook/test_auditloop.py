@@ -1,0 +1,60 @@
+"""The audit inside `serve`: on the state the server holds, published as metrics, by one worker at a time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prometheus_client import REGISTRY
+
+from tests.support import DATA, EXAMPLES
+from webhook.auditloop import AuditLoop, index_objects
+from webhook.policyfile import load_policy_file
+from webhook.runtime import Runtime
+from webhook.state.static import load_static_state
+
+CLUSTER = [EXAMPLES / "cluster.yaml", DATA / "audit" / "findings.yaml"]
+
+
+def runtime(*paths: Path) -> Runtime:
+    policy, source = load_policy_file(EXAMPLES / "policy-load-affinity.yaml")
+    return Runtime(policy=policy, view=load_static_state(paths), namespace="saw", policy_source=source)
+
+
+def sample(family: str, namespace: str) -> float | None:
+    return REGISTRY.get_sample_value("storage_affinity_audit_findings", {"family": family, "namespace": namespace})
+
+
+def test_the_index_is_audited_and_published_per_family_and_namespace() -> None:
+    rt = runtime(*CLUSTER)
+    counts = AuditLoop(rt, index_objects(rt.view), interval=60).run_once()
+    # The index keeps pods that mount a claim, and their disk annotations, node affinity and nodeName.
+    assert counts[("coScheduling", "shop")] == 1
+    assert counts[("placementDrift", "velero")] == 2
+    assert counts[("diskAnnotations", "storage")] == 1
+    assert counts[("policy", "storage-affinity")] == 1
+    assert counts[("loadAffinity", "storage-affinity-staging")] == 1
+    for (family, namespace), count in counts.items():
+        assert sample(family, namespace) == count
+    assert (REGISTRY.get_sample_value("storage_affinity_audit_last_run_timestamp_seconds") or 0) > 0
+
+
+def test_findings_that_are_gone_drop_to_zero() -> None:
+    rt = runtime(*CLUSTER)
+    loop = AuditLoop(rt, index_objects(rt.view), interval=60)
+    loop.run_once()
+    rt.view = load_static_state([DATA / "audit" / "clean.yaml"])
+    loop.objects = index_objects(rt.view)
+    assert loop.run_once() == {}
+    assert sample("coScheduling", "shop") == 0
+
+
+def test_one_loop_per_lock_file_audits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rt = runtime(*CLUSTER)
+    first = AuditLoop(rt, index_objects(rt.view), interval=0.01, lock_file=tmp_path / "audit.lock")
+    second = AuditLoop(rt, index_objects(rt.view), interval=0.01, lock_file=tmp_path / "audit.lock")
+    assert first._leader() and first._leader()
+    assert not second._leader()
+    assert first._lock is not None
+    first._lock.close()  # the leading worker exits: its lock goes with it
+    assert second._leader()

@@ -1,0 +1,127 @@
+"""The audit inside `serve`: every `--audit-interval` seconds, on the cluster state the server already holds.
+
+It reads the in-memory index (no extra API load) and publishes `storage_affinity_audit_findings{family,namespace}`
+and `storage_affinity_audit_last_run_timestamp_seconds`. One worker of a replica audits: the one holding an
+advisory lock on a file in the replica's metrics directory (the lock goes with a dead worker, and a sibling takes
+over at its next turn). The audit yields to the worker's other greenlets every few milliseconds, so reviews keep
+being answered while 100,000 pods are audited.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from rules.audit import audit_objects
+from rules.model import Json
+from webhook import metrics
+from webhook.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+#: The longest stretch of auditing without handing the worker back to the requests it serves.
+SLICE = 0.002
+
+
+class AuditLoop:
+    def __init__(
+        self,
+        runtime: Runtime,
+        objects: Callable[[], Iterable[Json]],
+        interval: float,
+        lock_file: Path | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.objects = objects
+        self.interval = interval
+        self.lock_file = lock_file
+        self._lock: IO[str] | None = None
+        self._published: set[tuple[str, str]] = set()
+        self._stopped = threading.Event()
+        self.runs = 0
+
+    def start(self) -> AuditLoop:
+        threading.Thread(target=self._loop, name="audit", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _loop(self) -> None:
+        while not self._stopped.wait(self.interval):
+            if not self._leader():
+                continue
+            try:
+                self.run_once()
+            except Exception:  # a failed audit must not end the loop (or the worker)
+                log.exception("audit of existing objects failed")
+
+    def _leader(self) -> bool:
+        """True while this worker holds the replica's audit lock (taken without waiting)."""
+        if self.lock_file is None or self._lock is not None:
+            return True
+        handle = self.lock_file.open("a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        self._lock = handle
+        return True
+
+    def run_once(self) -> dict[tuple[str, str], int]:
+        """Audit once and publish; returns the finding counts by (family, namespace)."""
+        started = time.monotonic()
+        runtime = self.runtime
+        reports = audit_objects(_yielding(self.objects()), runtime.view, runtime.policy, runtime.namespace)
+        counts = Counter((f.family, r.namespace) for r in reports for f in r.findings)
+        for key in self._published - set(counts):
+            metrics.AUDIT_FINDINGS.labels(*key).set(0)  # a series that vanished would keep its last value
+        for key, count in counts.items():
+            metrics.AUDIT_FINDINGS.labels(*key).set(count)
+        self._published |= set(counts)
+        metrics.AUDIT_LAST_RUN.set(time.time())
+        self.runs += 1
+        log.info(
+            "audit: %d objects, %d findings, in %.1f s",
+            len(reports),
+            sum(counts.values()),
+            time.monotonic() - started,
+        )
+        return dict(counts)
+
+
+def _yielding(objects: Iterable[Json]) -> Iterator[Json]:
+    """The objects, handing control back (a greenlet switch under gevent) every SLICE seconds of auditing."""
+    mark = time.monotonic()
+    for obj in objects:
+        yield obj
+        if time.monotonic() - mark > SLICE:
+            time.sleep(0)
+            mark = time.monotonic()
+
+
+def lock_path() -> Path | None:
+    """The replica-wide lock file: in the metrics directory every worker of a replica shares."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    return Path(directory) / "audit.lock" if directory else None
+
+
+def index_objects(view: Any) -> Callable[[], Iterable[Json]]:
+    """What the audit reads from a view: the pods and ConfigMaps of its index (live or static)."""
+    index = getattr(view, "index", view)
+
+    def objects() -> Iterable[Json]:
+        with contextlib.suppress(AttributeError):
+            return [*index.objects("Pod"), *index.objects("ConfigMap")]
+        return []
+
+    return objects
