@@ -12,7 +12,7 @@ CLUSTER ?= examples/cluster.yaml
 FILE ?= examples/mover-pod.yaml
 PYTEST_ARGS ?=
 
-.PHONY: help install run test unit chart lint fmt certs review clean bench bench-tools soak fuzz
+.PHONY: help install run test unit chart lint fmt certs review clean bench bench-tools soak fuzz docs
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ run: $(STAMP) certs ## serve the webhook on https://127.0.0.1:8443 (embedded pol
 
 review: $(STAMP) ## run the admission pipeline offline: make review FILE=examples/mover-pod.yaml
 	$(BIN)/storage-affinity-webhook review -f $(FILE) --cluster $(CLUSTER) -o json
+
+docs: $(STAMP) ## regenerate docs/policy.md from the policy schema
+	$(BIN)/python -m webhook.policydoc > docs/policy.md
 
 lint: $(STAMP) ## formatter check, linter, mypy strict, import contracts
 	$(BIN)/ruff format --check .
