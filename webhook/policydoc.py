@@ -38,8 +38,8 @@ def render() -> str:
 
 def _walk(schema: Any, node: Any, default: Any, path: str, rows: list[str]) -> None:
     node = _resolve(schema, node)
-    for name, child in node.get("properties", {}).items():
-        child = _resolve(schema, child)
+    for name, raw in node.get("properties", {}).items():
+        child = _resolve(schema, raw)
         at = f"{path}.{name}" if path else name
         value = default.get(name) if isinstance(default, dict) else None
         described = child.get("description") or ""
