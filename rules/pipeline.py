@@ -1,23 +1,22 @@
-"""The admission pipeline: which rules run for which object, and how their results become one Decision.
+"""The admission engine: the typed boundary, then the rules of rules/registry.py, then enforcement.
 
-Rules are plain functions `(ctx, target) -> None` that write to `target.patch` and report through `ctx`.
-A failing rule never escapes: its effect follows the policy's `onLookupFailure`, and a failed mutation is
-discarded whole (never a half-applied change).
+Rules are plain functions `(ctx, target) -> None` that write to `target.patch` and report through `ctx`. A rule
+never escapes: unreadable cluster state follows the policy's `onLookupFailure`; a rule that raises is a bug whose
+mutation is discarded whole (never a half-applied change) and whose validation fails closed.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from rules.annotations import annotation_problems
+from rules import registry
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, Context, PodTarget
-from rules.echo import clip, escaped
-from rules.model import Decision, Finding, Json, Severity, Subject
+from rules.model import Decision, Finding, Severity, Subject
 from rules.patch import PatchBuilder
-from rules.policy import POLICY_LABEL, Policy, PolicyError, policy_from_config_map
+from rules.policy import Policy
 from rules.roles import classify
 from rules.shape import object_problems
 
@@ -32,17 +31,6 @@ STRICT_FAMILIES = frozenset({"policy", "object"})
 RULE_ERROR = "internal"
 
 
-Rule = Callable[[Context, PodTarget], None]
-ConfigMapRule = Callable[[Context, Json], None]
-
-#: Mutating rules by role. Filled by the rule modules' registration below.
-MUTATORS: dict[str, Rule] = {}
-#: Validating rules for Pods and Job templates, in order.
-POD_VALIDATORS: list[Rule] = []
-#: Validating rules for ConfigMaps.
-CONFIG_MAP_VALIDATORS: list[ConfigMapRule] = []
-
-
 def mutate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: str = "") -> Decision:
     """The mutating webhook's decision: patch operations only on CREATE of a Pod or Job."""
     ctx = Context(subject, view, policy, own_namespace)
@@ -52,10 +40,10 @@ def mutate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: s
         return ctx.decision
     target = pod_target(subject, policy, own_namespace)
     ctx.reason(f"role: {target.role.role or 'none'} ({target.role.reason})")
-    mutator = MUTATORS.get(target.role.role or "")
+    mutator = registry.MUTATORS.get(target.role.role or "")
     if mutator is None:
         return ctx.decision
-    if not _run(ctx, mutator, target):
+    if not _run(ctx, mutator, target, mutating=True):
         return ctx.decision
     ctx.decision.patch = target.patch.operations()
     return ctx.decision
@@ -76,10 +64,10 @@ def validate(subject: Subject, view: ClusterView, policy: Policy, own_namespace:
         if target.role.exempt:
             ctx.reason(f"exempt: {target.role.reason}")
             return ctx.decision
-        for rule in POD_VALIDATORS:
+        for rule in registry.POD_VALIDATORS:
             _run(ctx, rule, target)
     elif subject.kind == "ConfigMap":
-        for cm_rule in CONFIG_MAP_VALIDATORS:
+        for cm_rule in registry.CONFIG_MAP_VALIDATORS:
             _run(ctx, cm_rule, subject.obj)
     _apply_enforcement(ctx)
     return ctx.decision
@@ -117,10 +105,10 @@ def pod_target(subject: Subject, policy: Policy, own_namespace: str) -> PodTarge
     return PodTarget(subject.kind, namespace, metadata, pod.get("spec") or {}, builder, role, base)
 
 
-__all__ = ["BadObject", "Context", "PodTarget", "denial_message", "mutate", "validate"]
+__all__ = ["BadObject", "Context", "PodTarget", "mutate", "validate"]
 
 
-def _run(ctx: Context, rule: Callable[[Context, Any], None], target: Any) -> bool:
+def _run(ctx: Context, rule: Callable[[Context, Any], None], target: Any, *, mutating: bool = False) -> bool:
     """Run one rule. Unreadable cluster state follows `onLookupFailure`; a rule that raises is a bug: logged,
     recorded for the metric, its mutation discarded whole, and in validation a finding (fail closed).
     True when the rule completed."""
@@ -135,7 +123,7 @@ def _run(ctx: Context, rule: Callable[[Context, Any], None], target: Any) -> boo
         ctx.decision.rule_errors.append(name)
         why = f"internal error in {name}: {type(exc).__name__}"
         ctx.decision.audit["rule-error"] = why
-        if rule in MUTATORS.values():
+        if mutating:
             ctx.warn(f"storage-affinity-webhook admitted this unchanged: {why}")
         else:
             ctx.find("", f"{why}: the object could not be checked", RULE_ERROR)
@@ -164,74 +152,3 @@ def _apply_enforcement(ctx: Context) -> None:
     for finding in findings:
         if finding.severity is Severity.WARN:
             ctx.warn(finding.text())
-
-
-#: Bounds of a denial message: hostile input (100,000 bad list items, a 1 MB key) must not make a megabyte answer.
-FIELD_LIMIT = 400  # a valid annotation key is at most 317 characters
-FINDING_TEXT_LIMIT = 1000
-DENIAL_MESSAGE_LIMIT = 8192
-
-
-def denial_message(findings: Sequence[Finding]) -> str:
-    """DESIGN §6: every finding in one message, numbered, each with its field path — up to a size bound, after
-    which the rest are counted, not listed."""
-    count = len(findings)
-    noun = "problem" if count == 1 else "problems"
-    message = f"storage-affinity-webhook denied: {count} {noun}: "
-    for i, found in enumerate(findings, 1):
-        text = f"{clip(found.field, FIELD_LIMIT)}: {found.message}" if found.field else found.message
-        item = f"({i}) {clip(text, FINDING_TEXT_LIMIT)}"
-        if i > 1 and len(message) + len(item) > DENIAL_MESSAGE_LIMIT:
-            return escaped(message + f"; and {count - i + 1} more (fix these first)")
-        message += item if i == 1 else "; " + item
-    return escaped(message)
-
-
-# --- the rules shipped with the foundation --------------------------------------------------------------------
-
-
-def own_annotations(ctx: Context, target: PodTarget) -> None:
-    """Unknown `storage-affinity.io/*` keys and bad values; on UPDATE only when they changed."""
-    annotations = target.metadata.get("annotations") or {}
-    if ctx.subject.operation == "UPDATE":
-        old = ((ctx.subject.old or {}).get("metadata") or {}).get("annotations") or {}
-        annotations = {k: v for k, v in annotations.items() if old.get(k) != v}
-    for path, message in annotation_problems(annotations, target.field("metadata.annotations")):
-        ctx.find(path, message, "annotations")
-
-
-def policy_config_map(ctx: Context, config_map: Json) -> None:
-    """A policy ConfigMap that would not load is denied, so a broken policy never lands."""
-    labels = (config_map.get("metadata") or {}).get("labels") or {}
-    if not isinstance(labels, Mapping) or labels.get(POLICY_LABEL) != "true":
-        return
-    try:
-        policy_from_config_map(config_map)
-    except PolicyError as exc:
-        for path, message in exc.problems:
-            ctx.find(path, message, "policy")
-
-
-POD_VALIDATORS.append(own_annotations)
-CONFIG_MAP_VALIDATORS.append(policy_config_map)
-
-# --- co-scheduling of data movers (issue 3) ---------------------------------------------------------------------
-from rules import coschedule, coschedule_check  # noqa: E402  (rule modules import rules.context, never this)
-
-MUTATORS["mover"] = coschedule.mutate_mover
-POD_VALIDATORS.append(coschedule_check.check_co_scheduling)
-
-# --- load affinity for backup and restore pods (issue 4) ------------------------------------------------------
-from rules import loadaffinity, loadaffinity_validation  # noqa: E402
-
-MUTATORS["backup"] = loadaffinity.mutate_backup
-MUTATORS["restore"] = loadaffinity.mutate_restore
-POD_VALIDATORS.append(loadaffinity_validation.load_affinity_annotations)
-CONFIG_MAP_VALIDATORS.append(loadaffinity_validation.velero_config_map)
-CONFIG_MAP_VALIDATORS.append(loadaffinity_validation.policy_config_map_cluster)
-
-# --- validation: disk annotations and placement consistency (issue 5) -----------------------------------------
-from rules import disk, placement  # noqa: E402  (registered after the pipeline they plug into exists)
-
-POD_VALIDATORS.append(disk.disk_annotations)
-POD_VALIDATORS.append(placement.placement_consistency)

@@ -15,8 +15,8 @@ from typing import Any
 
 from rules.documents import NESTED_TOO_DEEPLY, JsonError, load_json
 from rules.echo import escaped
+from rules.messages import denial_message
 from rules.model import Decision, Json, Subject
-from rules.pipeline import denial_message
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 WARNING_LIMIT = 120
@@ -125,11 +125,8 @@ def build_response(request: AdmissionRequest, decision: Decision, *, mutating: b
     """The AdmissionReview answer, in the request's apiVersion, obeying every rule kube-apiserver checks."""
     response: Json = {"uid": request.uid, "allowed": decision.allowed}
     if not decision.allowed:
-        if decision.denied_by_failure:
-            message = escaped(f"storage-affinity-webhook denied: {decision.failure} (policy onLookupFailure: deny)")
-            response["status"] = {"code": 503, "reason": "ServiceUnavailable", "message": message}
-        else:
-            response["status"] = {"code": 422, "reason": "Invalid", "message": denial_message(decision.denials)}
+        code, reason = (503, "ServiceUnavailable") if decision.denied_by_failure else (422, "Invalid")
+        response["status"] = {"code": code, "reason": reason, "message": denial_message(decision)}
     elif mutating and decision.patch and request.operation == "CREATE" and request.obj is not None:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(

@@ -14,6 +14,7 @@ import jsonpatch
 from rules import pipeline
 from rules.cluster import ClusterView
 from rules.echo import escaped
+from rules.messages import denial_message
 from rules.model import Json
 from rules.policy import Policy
 from webhook.codec import AdmissionRequest, ReviewError, request_from_document
@@ -78,11 +79,8 @@ def review(request: AdmissionRequest, policy: Policy, view: ClusterView, own_nam
     validation = pipeline.validate(final, view, policy, own_namespace)
     warnings = [escaped(w) for w in dict.fromkeys(mutation.warnings + validation.warnings)]
     allowed = mutation.allowed and validation.allowed
-    message = ""
-    if not validation.allowed and validation.denials:
-        message = pipeline.denial_message(validation.denials)
-    elif not allowed:
-        message = escaped(f"storage-affinity-webhook denied: {mutation.failure or validation.failure}")
+    denying = next((d for d in (validation, mutation) if not d.allowed), None)
+    message = denial_message(denying) if denying is not None else ""
     return ReviewResult(
         allowed=allowed,
         patch=mutation.patch if mutation.allowed else [],

@@ -6,6 +6,7 @@ import pytest
 
 from rules import pipeline
 from rules.annotations import annotation_problems
+from rules.messages import denial_message
 from tests.support import DATA, load_yaml, policy, subject, view_from
 
 CASES = load_yaml(DATA / "own_annotations.yaml")
@@ -29,7 +30,7 @@ def test_pipeline_denies_with_every_problem_numbered() -> None:
     pod = _pod({"storage-affinity.io/role": "x", "storage-affinity.io/placment": "nodeName"})
     decision = pipeline.validate(subject(pod), view_from(), policy())
     assert not decision.allowed
-    assert pipeline.denial_message(decision.denials) == (
+    assert denial_message(decision) == (
         "storage-affinity-webhook denied: 2 problems: "
         '(1) metadata.annotations[storage-affinity.io/role]: "x" is not one of none, mover, backup, restore; '
         '(2) metadata.annotations[storage-affinity.io/placment]: unknown annotation (did you mean "placement"?)'

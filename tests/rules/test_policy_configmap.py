@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from rules import pipeline
+from rules.messages import denial_message
 from rules.model import Json
 from rules.policy import POLICY_LABEL, policy_from_config_map
 from tests.support import DATA, load_yaml, policy, subject, validate_strict, view_from
@@ -54,7 +55,7 @@ def test_policy_config_map_table(case: Json) -> None:
     assert decision.allowed is not violations
     assert decision.warnings == []
     if "message" in case:
-        assert pipeline.denial_message(decision.denials) == case["message"]
+        assert denial_message(decision) == case["message"]
     if not violations and cm["metadata"]["labels"].get(POLICY_LABEL) == "true":
         policy_from_config_map(cm)  # what is admitted loads
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from rules import pipeline
+from rules.messages import denial_message
 from rules.model import Json
 from rules.velero import VeleroConfigError, config_document, read_config
 from tests.support import DATA, EXAMPLES, load_yaml, policy, subject, view_from
@@ -70,7 +71,7 @@ def test_only_the_config_map_named_by_the_policy_is_checked(name: str, namespace
 def test_denial_message_lists_every_error() -> None:
     case = next(c for c in TABLE["invalid"] if c["name"] == "operators and the values they need")
     decision = validate(config_map(case))
-    message = pipeline.denial_message(decision.denials)
+    message = denial_message(decision)
     assert message.startswith("storage-affinity-webhook denied: 10 problems: (1) data[config.json].loadAffinity[0]")
     assert "(10) data[config.json].loadAffinity[0].nodeSelector.matchExpressions[9].values" in message
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from prometheus_client import REGISTRY
 
-from rules import pipeline
+from rules import registry
 from rules.context import Context, PodTarget
 from rules.policy import policy_from_document
 from tests.state.conftest import NAMESPACE, Live, eventually
@@ -137,7 +137,7 @@ def lookup_failures(action: str) -> float:
 def test_api_down_follows_on_lookup_failure_and_fails_readiness(
     fake_api: FakeKubeAPI, live: Live, monkeypatch: pytest.MonkeyPatch, action: str
 ) -> None:
-    monkeypatch.setitem(pipeline.MUTATORS, "mover", reads_claims)
+    monkeypatch.setitem(registry.MUTATORS, "mover", reads_claims)
     fake_api.stop()
     _, runtime = live(base=policy_from_document({"onLookupFailure": action}))
     client = create_app(runtime).test_client()

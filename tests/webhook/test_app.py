@@ -101,13 +101,13 @@ def test_dry_run_is_answered_like_a_real_request(client: FlaskClient) -> None:
 
 
 def test_a_failing_mutator_is_discarded_whole_and_counted(client: FlaskClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rules import pipeline
+    from rules import registry
 
     def broken(ctx: Any, target: Any) -> None:
         target.patch.set("spec", "nodeName", value="half-applied")
         raise KeyError("boom")
 
-    monkeypatch.setitem(pipeline.MUTATORS, "mover", broken)
+    monkeypatch.setitem(registry.MUTATORS, "mover", broken)
     answer = post(client, "mutate", _mover_review())
     assert answer.status_code == 200
     response = answer.get_json()["response"]
@@ -126,13 +126,13 @@ def test_a_failing_validator_fails_closed_unless_enforcement_is_warn(
     monkeypatch: pytest.MonkeyPatch, enforcement: str, allowed: bool
 ) -> None:
     """A check that could not be computed is not a pass: the policy's global enforcement decides."""
-    from rules import pipeline
+    from rules import registry
     from rules.policy import policy_from_document
 
     def broken(ctx: Any, target: Any) -> None:
         raise ValueError("boom")
 
-    monkeypatch.setattr(pipeline, "POD_VALIDATORS", [broken])
+    monkeypatch.setattr(registry, "POD_VALIDATORS", [broken])
     runtime = Runtime(
         policy=policy_from_document({"enforcement": enforcement}),
         view=load_static_state([EXAMPLES / "cluster.yaml"]),

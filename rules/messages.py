@@ -1,0 +1,33 @@
+"""The one denial message of a decision, as the API server shows it to the user (and `review` prints it).
+
+Every finding goes into one message, numbered, each with its field path, up to a size bound after which the
+rest are counted: hostile input (100,000 bad list items, a 1 MB key) must not make a megabyte answer. Input
+quoted in it is escaped (rules/echo.py).
+"""
+
+from __future__ import annotations
+
+from rules.echo import clip, escaped
+from rules.model import Decision
+
+PREFIX = "storage-affinity-webhook denied"
+FIELD_LIMIT = 400  # a valid annotation key is at most 317 characters
+FINDING_TEXT_LIMIT = 1000
+DENIAL_MESSAGE_LIMIT = 8192
+
+
+def denial_message(decision: Decision) -> str:
+    """Why the decision denies: the unreadable state (policy `onLookupFailure: deny`) or every finding."""
+    if decision.denied_by_failure:
+        return escaped(f"{PREFIX}: {decision.failure} (policy onLookupFailure: deny)")
+    findings = decision.denials
+    count = len(findings)
+    noun = "problem" if count == 1 else "problems"
+    message = f"{PREFIX}: {count} {noun}: "
+    for i, found in enumerate(findings, 1):
+        text = f"{clip(found.field, FIELD_LIMIT)}: {found.message}" if found.field else found.message
+        item = f"({i}) {clip(text, FINDING_TEXT_LIMIT)}"
+        if i > 1 and len(message) + len(item) > DENIAL_MESSAGE_LIMIT:
+            return escaped(message + f"; and {count - i + 1} more (fix these first)")
+        message += item if i == 1 else "; " + item
+    return escaped(message)

@@ -1,0 +1,23 @@
+"""The validating rule for policy ConfigMaps: one that would not load is denied, so a broken policy never lands
+(whatever `enforcement` says: the pipeline never relaxes the `policy` family)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rules.context import Context
+from rules.model import Json
+from rules.policy import POLICY_LABEL, PolicyError, policy_from_config_map
+
+FAMILY = "policy"
+
+
+def policy_config_map(ctx: Context, config_map: Json) -> None:
+    labels = (config_map.get("metadata") or {}).get("labels") or {}
+    if not isinstance(labels, Mapping) or labels.get(POLICY_LABEL) != "true":
+        return
+    try:
+        policy_from_config_map(config_map)
+    except PolicyError as exc:
+        for path, message in exc.problems:
+            ctx.find(path, message, FAMILY)
