@@ -21,7 +21,7 @@ from rules.anchors import name_of, plan
 from rules.cluster import ClusterView
 from rules.context import BadObject, PodTarget
 from rules.model import Decision, Json, Subject
-from rules.nodeaffinity import REQUIRED, pod_fits_node
+from rules.nodeaffinity import pod_fits_node, required_node_affinity
 from rules.policy import Policy
 
 #: The kinds the audit reviews; every other object is read as cluster state only.
@@ -136,7 +136,7 @@ def _placement(
     elif spec.get("nodeName") and spec.get("nodeName") != report.node:
         node_name = str(spec["nodeName"])
         report.wanted = f"node {node_name}"
-    elif ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED[-1]) is not None:
+    elif required_node_affinity(spec) is not None:
         report.wanted = "a node matching its required node affinity"
     report.would_change = mutation.patch
     if not report.node:

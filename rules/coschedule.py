@@ -8,20 +8,27 @@ can replace exactly that when the anchor has moved by the time the Job creates i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from rules.anchors import Hold, Plan, name_of, phase_of, plan
-from rules.annotations import CO_SCHEDULED_WITH, PLACEMENT, PLACEMENTS
+from rules.annotations import CO_SCHEDULED_WITH
 from rules.context import Context, PodTarget
 from rules.model import Json
-from rules.nodeaffinity import HOSTNAME_LABEL, merge_terms, name_requirement, pod_fits_node, required_terms
+from rules.nodeaffinity import REQUIRED, name_requirement, pod_fits_node, required_terms
+from rules.pinning import (
+    NODE_NAME,
+    NODE_SELECTOR,
+    REQUIRED_AFFINITY,
+    hostname_selector,
+    node_name_unsafe,
+    pin_terms,
+    placement_mode,
+    unpin_terms,
+    write_required,
+)
 from rules.tolerations import merge_tolerations
 from rules.volumes import OWNED
-
-REQUIRED_KEY = "requiredDuringSchedulingIgnoredDuringExecution"
-REQUIRED_PATH = ("spec", "affinity", "nodeAffinity", REQUIRED_KEY)
-REQUIRED_AFFINITY, NODE_SELECTOR, NODE_NAME = "requiredAffinity", "nodeSelector", "nodeName"
 
 
 def mutate_mover(ctx: Context, target: PodTarget) -> None:
@@ -50,13 +57,6 @@ def mutate_mover(ctx: Context, target: PodTarget) -> None:
     _place(ctx, target, result, node=node, lead=result.lead, inherited=inherited)
 
 
-def placement_mode(ctx: Context, target: PodTarget) -> str:
-    """The annotation `storage-affinity.io/placement` when valid (a bad value is denied by validation), else
-    the policy's `coScheduling.placement`."""
-    wanted = (target.metadata.get("annotations") or {}).get(PLACEMENT)
-    return str(wanted) if wanted in PLACEMENTS else ctx.policy.placement
-
-
 def inherited_pin(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
     """The node of a placement the webhook wrote (into this object or the Job template it was made from): the
     `co-scheduled-with` annotation names the node and every required term holds `metadata.name In [node]`."""
@@ -71,30 +71,6 @@ def inherited_pin(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> str |
     return None
 
 
-def pin_terms(terms: Sequence[Mapping[str, Any]] | None, node: str) -> list[Json]:
-    """Add `metadata.name In [node]` to every term (terms are ORed: a new term would loosen the pod).
-
-    Only a pod without required node affinity gets a new term: an empty `nodeSelectorTerms` admits no node (the
-    API server refuses it), and a pin in it would make the pod valid and schedulable.
-    """
-    pin = {"matchFields": [name_requirement(node)]}
-    return [merge_terms(term, pin) for term in terms] if terms is not None else [pin]
-
-
-def unpin_terms(terms: Sequence[Mapping[str, Any]] | None, node: str) -> list[Json] | None:
-    """Remove exactly the requirement `pin_terms` added; a term left empty was the webhook's own and goes."""
-    requirement = name_requirement(node)
-    out: list[Json] = []
-    for term in terms or ():
-        fields = [r for r in term.get("matchFields") or () if r != requirement]
-        kept: Json = {k: v for k, v in term.items() if k != "matchFields"}
-        if fields:
-            kept["matchFields"] = fields
-        if kept.get("matchExpressions") or kept.get("matchFields"):
-            out.append(kept)
-    return out or None
-
-
 # --- writing ---------------------------------------------------------------------------------------------------
 
 
@@ -107,7 +83,7 @@ def _place(ctx: Context, target: PodTarget, result: Plan, *, node: str, lead: Ho
     node_selector = dict(spec.get("nodeSelector") or {})
     if mode == NODE_SELECTOR:
         mode, node_selector = hostname_selector(ctx, target, node, node_selector)
-    if mode == NODE_NAME and (why := _node_name_unsafe(result, spec)):
+    if mode == NODE_NAME and (why := node_name_unsafe(result.volumes, spec)):
         ctx.warn(f"{target.field('spec.nodeName')}: not used, {why}; used requiredAffinity")
         mode = REQUIRED_AFFINITY
 
@@ -119,7 +95,7 @@ def _place(ctx: Context, target: PodTarget, result: Plan, *, node: str, lead: Ho
     if mode == REQUIRED_AFFINITY:
         terms = pin_terms(terms, node)
     if terms != original:
-        _write_required(target, terms)
+        write_required(target, terms)
     if node_selector != (spec.get("nodeSelector") or {}):
         target.patch.set("spec", "nodeSelector", value=node_selector)
     if mode == NODE_NAME:
@@ -144,53 +120,9 @@ def _place(ctx: Context, target: PodTarget, result: Plan, *, node: str, lead: Ho
     _warn_if_excluded(ctx, target, lead, node=node, node_selector=node_selector, terms=terms)
 
 
-def hostname_selector(
-    ctx: Context, target: PodTarget, node: str, current: dict[str, str]
-) -> tuple[str, dict[str, str]]:
-    """VolSync's way: the Node's hostname label, which may differ from its name; requiredAffinity when unknown."""
-    obj = ctx.view.node(node)
-    label = ((obj or {}).get("metadata") or {}).get("labels", {}).get(HOSTNAME_LABEL) if obj else None
-    at = target.field("spec.nodeSelector")
-    if obj is None:
-        ctx.warn(f"{at}: Node {node} is unknown, so is its {HOSTNAME_LABEL} label; used requiredAffinity")
-        return REQUIRED_AFFINITY, current
-    if not label:
-        ctx.warn(f"{at}: Node {node} has no {HOSTNAME_LABEL} label; used requiredAffinity")
-        return REQUIRED_AFFINITY, current
-    if current.get(HOSTNAME_LABEL, label) != label:
-        ctx.warn(
-            f'{at}[{HOSTNAME_LABEL}]: kept "{current[HOSTNAME_LABEL]}" (Node {node} is {label}); used requiredAffinity'
-        )
-        return REQUIRED_AFFINITY, current
-    return NODE_SELECTOR, {**current, HOSTNAME_LABEL: str(label)}
-
-
-def _node_name_unsafe(result: Plan, spec: Mapping[str, Any]) -> str:
-    """nodeName bypasses the scheduler: no WaitForFirstConsumer provisioning, no scheduling gates."""
-    unbound = [v.claim or v.volume for v in result.volumes if not v.bound]
-    if unbound:
-        return f"claim {', '.join(unbound)} is not bound yet (nodeName would block its provisioning)"
-    if spec.get("schedulingGates"):
-        return "the pod has schedulingGates (nodeName would bypass them)"
-    return ""
-
-
-def _write_required(target: PodTarget, terms: list[Json] | None) -> None:
-    """Write the required terms whole; when none remain, drop the key from its parent (never an empty list)."""
-    if terms:
-        target.patch.set(*REQUIRED_PATH, value={"nodeSelectorTerms": terms})
-        return
-    affinity = target.spec.get("affinity") or {}
-    node_affinity = {k: v for k, v in (affinity.get("nodeAffinity") or {}).items() if k != REQUIRED_KEY}
-    if node_affinity:
-        target.patch.set("spec", "affinity", "nodeAffinity", value=node_affinity)
-    else:
-        target.patch.set("spec", "affinity", value={k: v for k, v in affinity.items() if k != "nodeAffinity"})
-
-
 def _unpin(target: PodTarget, node: str) -> None:
     """No fresh anchor: take back what the webhook wrote into the template, so the pod schedules freely."""
-    _write_required(target, unpin_terms(required_terms(target.spec), node))
+    write_required(target, unpin_terms(required_terms(target.spec), node))
     annotations = {k: v for k, v in (target.metadata.get("annotations") or {}).items() if k != CO_SCHEDULED_WITH}
     target.patch.set("metadata", "annotations", value=annotations)
 
@@ -210,7 +142,7 @@ def _warn_if_excluded(
         return
     spec: Json = {"nodeSelector": dict(node_selector)}
     if terms:
-        spec["affinity"] = {"nodeAffinity": {REQUIRED_KEY: {"nodeSelectorTerms": terms}}}
+        spec["affinity"] = {"nodeAffinity": {REQUIRED[-1]: {"nodeSelectorTerms": terms}}}
     if not pod_fits_node(spec, obj):
         ctx.warn(
             f"{target.field('spec')}: own nodeSelector or node affinity excludes node {node}, which holds claim "

@@ -7,25 +7,33 @@ constrains the pod as a cross product, and a pod that already satisfies the load
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rules.annotations import LOAD_AFFINITY, LOAD_AFFINITY_APPLIED, STORAGE_CLASS
 from rules.context import Context, PodTarget
-from rules.coschedule import NODE_NAME, NODE_SELECTOR, REQUIRED_AFFINITY, hostname_selector, pin_terms, placement_mode
 from rules.documents import JsonError, load_json
 from rules.loadaffinity_config import load_affinity_problems
 from rules.model import Json
 from rules.names import dns1123_subdomain_error
 from rules.nodeaffinity import (
-    REQUIRED,
     and_terms,
     any_node_matches,
     label_selector_term,
     simplify,
     terms_imply,
+)
+from rules.pinning import (
+    NODE_NAME,
+    NODE_SELECTOR,
+    REQUIRED_AFFINITY,
+    current_terms,
+    hostname_selector,
+    node_name_unsafe,
+    pin_terms,
+    placement_mode,
+    write_required,
 )
 from rules.tolerations import merge_tolerations
 from rules.velero import VeleroConfigError, read_config
@@ -224,24 +232,13 @@ def pin_restore_pod_to_node(ctx: Context, target: PodTarget, node_name: str) -> 
             target.patch.set("spec", "nodeSelector", value=selector)
             return mode
     elif mode == NODE_NAME:
-        if _all_claims_bound(ctx, target) and not target.spec.get("schedulingGates"):
+        volumes = claim_volumes(ctx.view, target.namespace, target.metadata, target.spec)
+        if not (why := node_name_unsafe(volumes, target.spec)):
             target.patch.set("spec", "nodeName", value=node_name)
             return mode
-        ctx.warn("placement nodeName needs every claim bound and no schedulingGates: pinned by requiredAffinity")
-    _write_terms(target, pin_terms(_current_terms(target), node_name))
+        ctx.warn(f"spec.nodeName: not used, {why}; pinned by requiredAffinity")
+    write_required(target, pin_terms(current_terms(target), node_name))
     return REQUIRED_AFFINITY
-
-
-def _all_claims_bound(ctx: Context, target: PodTarget) -> bool:
-    for volume in target.spec.get("volumes") or ():
-        if volume.get("ephemeral"):
-            return False
-        source = volume.get("persistentVolumeClaim")
-        if isinstance(source, Mapping):
-            pvc = ctx.view.pvc(target.namespace, str(source.get("claimName")))
-            if pvc is None or (pvc.get("status") or {}).get("phase") != "Bound":
-                return False
-    return True
 
 
 # --- terms and tolerations ----------------------------------------------------------------------------------
@@ -255,34 +252,18 @@ def volume_terms(ctx: Context, target: PodTarget) -> list[list[Json]]:
 
 def apply_terms(ctx: Context, target: PodTarget, load_terms: list[Json], pv_terms: list[list[Json]]) -> None:
     """AND the load terms with the pod's required terms and the PVs' (DESIGN §5 step 5); no-op when implied."""
-    current = _current_terms(target)
+    current = current_terms(target)
     wanted = [load_terms, *pv_terms]
     result = current
     if current is None or not all(terms_imply(current, terms) for terms in wanted):
         for terms in [*pv_terms, load_terms]:
             result = and_terms(result, terms)
         assert result is not None
-        _write_terms(target, result)
+        write_required(target, result)
     assert result is not None
     nodes = list(ctx.view.nodes())
     if nodes and not any_node_matches(result, nodes):
         ctx.warn(f"load affinity leaves none of the {len(nodes)} known nodes for this pod: it would stay Pending")
-
-
-def _current_terms(target: PodTarget) -> list[Json] | None:
-    required = target.patch.get("spec", *REQUIRED, default=None)
-    if not isinstance(required, Mapping):
-        return None
-    # An empty list is not "unconstrained": it admits no node, and ANDing keeps it so.
-    return [dict(term) for term in required.get("nodeSelectorTerms") or ()]
-
-
-def _write_terms(target: PodTarget, terms: list[Json]) -> None:
-    """Written as fresh copies: the cross product shares requirement objects between terms, and a shared object
-    in the patch value would surface as a YAML alias in `review -o yaml` (which our own loader refuses)."""
-    required = dict(target.patch.get("spec", *REQUIRED, default=None) or {})
-    required["nodeSelectorTerms"] = json.loads(json.dumps(terms))  # deepcopy would keep the sharing
-    target.patch.set("spec", *REQUIRED, value=required)
 
 
 def add_tolerations(target: PodTarget, tolerations: Sequence[Json]) -> None:

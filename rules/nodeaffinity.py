@@ -17,14 +17,19 @@ from rules.selectors import is_int64, requirement_matches
 NODE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
-REQUIRED = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+REQUIRED_KEY = "requiredDuringSchedulingIgnoredDuringExecution"
+#: The path of a pod spec's required node affinity (a NodeSelector), under `spec`.
+REQUIRED = ("affinity", "nodeAffinity", REQUIRED_KEY)
+
+
+def required_node_affinity(spec: Mapping[str, Any]) -> Any:
+    """The pod spec's required node affinity (a NodeSelector), or None."""
+    return ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED_KEY)
 
 
 def required_terms(spec: Mapping[str, Any]) -> list[Json] | None:
     """The pod spec's required node selector terms, or None when it has no required node affinity."""
-    node = spec.get("affinity") or {}
-    node = node.get("nodeAffinity") or {}
-    required = node.get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = required_node_affinity(spec)
     if not required:
         return None
     return list(required.get("nodeSelectorTerms") or [])
@@ -98,7 +103,7 @@ def pod_fits_node(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     """
     if not node_selector_matches(spec.get("nodeSelector") or {}, node):
         return False
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED[-1])
+    required = required_node_affinity(spec)
     return required is None or terms_match(required.get("nodeSelectorTerms") or [], node)
 
 

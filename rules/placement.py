@@ -17,9 +17,11 @@ from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
 from rules.model import Json, Severity
 from rules.nodeaffinity import (
+    REQUIRED,
     node_selector_matches,
     pinned_node,
     pod_fits_node,
+    required_node_affinity,
     required_terms,
     term_matches,
     volume_terms_match,
@@ -27,8 +29,7 @@ from rules.nodeaffinity import (
 from rules.volumes import claim_volumes
 
 FAMILY = "placement"
-REQUIRED_KEY = "requiredDuringSchedulingIgnoredDuringExecution"
-REQUIRED_PATH = f"spec.affinity.nodeAffinity.{REQUIRED_KEY}"
+REQUIRED_PATH = "spec." + ".".join(REQUIRED)
 KUBELET = "the kubelet would reject the pod (NodeAffinity)"
 
 
@@ -96,7 +97,7 @@ def _check_named_node(ctx: Context, spec: Mapping[str, Any], node_name: str, loc
             if labels.get(key) != value
         ]
         ctx.find("spec.nodeSelector", f'node "{node_name}" (spec.nodeName) has {", ".join(misses)}; {KUBELET}', FAMILY)
-    required = _required(spec)
+    required = required_node_affinity(spec)
     if required is not None and not pod_fits_node({"affinity": spec.get("affinity")}, node):
         terms = required.get("nodeSelectorTerms") or []
         why = "; ".join(f"term {i}: {_failing(term, node)}" for i, term in enumerate(terms)) or "no terms"
@@ -120,15 +121,10 @@ def _check_satisfiable(ctx: Context, spec: Mapping[str, Any], local: list[LocalV
     parts = []
     if spec.get("nodeSelector"):
         parts.append("nodeSelector")
-    if _required(spec) is not None:
+    if required_node_affinity(spec) is not None:
         parts.append("required node affinity")
     parts.extend(f'volume "{lv.volume}" (PV {lv.pv})' for lv in local)
     ctx.find("spec", f"no known node fits {' + '.join(parts)}: the pod would stay Pending", FAMILY, Severity.WARN)
-
-
-def _required(spec: Mapping[str, Any]) -> Json | None:
-    """The required node affinity object, present even when it has no terms (then it matches no node)."""
-    return ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED_KEY)
 
 
 def _away(lv: LocalVolume) -> str:

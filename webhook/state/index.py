@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from rules.model import PREFIX, Json
+from rules.nodeaffinity import REQUIRED_KEY, required_node_affinity
 
 #: The kinds the index keeps, by `kind`.
 KINDS = ("Pod", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Node", "ConfigMap")
@@ -80,7 +81,7 @@ def trim(obj: Mapping[str, Any]) -> Json:
         kept: Json = {
             k: _shared(spec[k]) for k in ("nodeName", "tolerations", "schedulingGates", "nodeSelector") if spec.get(k)
         }
-        required = _required_node_affinity(spec)
+        required = required_node_affinity(spec)
         if required is not None:  # the audit checks the node against it
             kept["affinity"] = {"nodeAffinity": {REQUIRED_KEY: _shared(required)}}
         kept["volumes"] = [
@@ -105,15 +106,6 @@ def trim(obj: Mapping[str, Any]) -> Json:
     elif kind == "ConfigMap":
         out["data"] = dict(obj.get("data") or {})
     return out
-
-
-REQUIRED_KEY = "requiredDuringSchedulingIgnoredDuringExecution"
-
-
-def _required_node_affinity(spec: Mapping[str, Any]) -> Any:
-    affinity = spec.get("affinity")
-    node = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
-    return node.get(REQUIRED_KEY) if isinstance(node, Mapping) else None
 
 
 _SHARED: dict[str, Any] = {}
