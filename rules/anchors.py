@@ -1,5 +1,5 @@
-"""Who holds a mover's claims, and on which node (DESIGN §4): the analysis shared by the mutating rule and the
-validating rule, so both always reach the same verdict from the same state.
+"""Who holds a mover's claims, and on which node: the analysis shared by the mutating rule and the validating
+rule, so both always reach the same verdict from the same state (docs/design.md#4-co-scheduling-movers).
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ class Hold:
     """One owned or single-pod claim of the mover and the other pods that mount it."""
 
     volume: ClaimVolume
-    users: tuple[Json, ...]  # DESIGN §4 users: not the mover itself, not movers, not finished, not terminating
+    users: tuple[
+        Json, ...
+    ]  # docs/design.md#4-co-scheduling-movers users: not the mover itself, not movers, not finished, not terminating
     holders: tuple[Json, ...]  # any other live pod with the volume mounted or about to be (Running or on a node)
     anchor: Json | None
     running_nodes: tuple[str, ...]  # distinct nodes of Running users, sorted

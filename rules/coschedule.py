@@ -1,5 +1,6 @@
-"""Co-schedule a data mover with the pod that holds its ReadWriteOnce volume (DESIGN §4, VolSync "RWO volume
-affinity"), decided afresh for every new mover pod instead of VolSync's periodic re-scan.
+"""Co-schedule a data mover with the pod that holds its ReadWriteOnce volume (VolSync's "RWO volume affinity",
+docs/design.md#4-co-scheduling-movers), decided afresh for every new mover pod instead of VolSync's periodic
+re-scan.
 
 A Job's pod template is always placed with `requiredAffinity`: its `metadata.name` requirement names the node, so
 together with the `co-scheduled-with` annotation it marks itself as the webhook's, and the pod-level decision

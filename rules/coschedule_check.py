@@ -1,5 +1,6 @@
-"""The validating side of co-scheduling (DESIGN §4, §6 placement consistency), for mover Pods at CREATE, on the
-final object: what the mutating rule could not fix is reported here, naming the pods and nodes involved."""
+"""The validating side of co-scheduling, for mover Pods at CREATE, on the final object: what the mutating rule
+could not fix is reported here, naming the pods and nodes involved (docs/design.md#4-co-scheduling-movers and
+the placement consistency of docs/design.md#6-validation)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""csi-baremetal disk (anti-)affinity annotations (DESIGN §6, csi-baremetal design): grammar and contradictions.
+"""csi-baremetal disk (anti-)affinity annotations (docs/design.md#6-validation): grammar and contradictions.
 
 csi-baremetal reads these annotations once, when it reserves capacity for a new pod, and ignores what it cannot
 parse; a typo or a contradiction only shows up later as a pod stuck Pending or volumes on the wrong disks. Here

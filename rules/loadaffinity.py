@@ -1,8 +1,10 @@
-"""Load affinity for `backup` and `restore` pods (DESIGN §5): Velero's VGDP design, implemented in full.
+"""Load affinity for `backup` and `restore` pods: Velero's VGDP design, implemented in full
+(docs/design.md#5-load-affinity).
 
 Velero's own code reads only the first LoadAffinity entry and stacks its requirements onto the pod again on every
-re-expose (bug #10341). Here every selected entry becomes one ORed term, the result is ANDed with what already
-constrains the pod as a cross product, and a pod that already satisfies the load terms is left untouched.
+re-expose (vmware-tanzu/velero#10341). Here every selected entry becomes one ORed term, the result is ANDed
+with what already constrains the pod as a cross product, and a pod that already satisfies the load terms is left
+untouched.
 """
 
 from __future__ import annotations
@@ -158,7 +160,7 @@ def first_claim(ctx: Context, target: PodTarget) -> Claim | None:
 def resolve_storage_class(
     ctx: Context, target: PodTarget, claim: Claim | None, settings: LoadSettings, role: str
 ) -> str | None:
-    """DESIGN §5 step 1: the annotation, else the first claim's class; for backups the backupPVC class wins."""
+    """The annotation, else the first claim's class; for backups the backupPVC class wins (design step 1)."""
     annotated = (target.metadata.get("annotations") or {}).get(STORAGE_CLASS)
     if isinstance(annotated, str) and dns1123_subdomain_error(annotated) is None:
         storage_class: str | None = annotated
@@ -178,7 +180,7 @@ def resolve_storage_class(
 
 
 def select_entries(entries: Sequence[Json], storage_class: str | None) -> tuple[list[Json], str]:
-    """DESIGN §5 step 3: every entry for the class, else every global entry; with the annotation value."""
+    """Every entry for the class, else every global entry (design step 3); with the annotation value."""
     if storage_class:
         own = [entry for entry in entries if entry.get("storageClass") == storage_class]
         if own:
@@ -218,7 +220,7 @@ def _restore_without_affinity(ctx: Context, target: PodTarget, storage_class: st
 
 
 def pin_restore_pod_to_node(ctx: Context, target: PodTarget, node_name: str) -> str:
-    """Place the pod on `node_name` with the placement modes of DESIGN §4 (shared with co-scheduling)."""
+    """Place the pod on `node_name` with the placement modes of rules/pinning.py (shared with co-scheduling)."""
     existing = target.patch.get("spec", "nodeName")
     if existing:
         if existing != node_name:
@@ -245,13 +247,13 @@ def pin_restore_pod_to_node(ctx: Context, target: PodTarget, node_name: str) -> 
 
 
 def volume_terms(ctx: Context, target: PodTarget) -> list[list[Json]]:
-    """The required node affinity of every node-local PV the pod mounts (DESIGN §3), one ORed list per PV."""
+    """The required node affinity of every node-local PV the pod mounts, one ORed list per PV."""
     volumes = claim_volumes(ctx.view, target.namespace, target.metadata, target.spec)
     return [[dict(term) for term in terms] for terms in node_local_terms(volumes)]
 
 
 def apply_terms(ctx: Context, target: PodTarget, load_terms: list[Json], pv_terms: list[list[Json]]) -> None:
-    """AND the load terms with the pod's required terms and the PVs' (DESIGN §5 step 5); no-op when implied."""
+    """AND the load terms with the pod's required terms and the PVs' (design step 5); no-op when implied."""
     current = current_terms(target)
     wanted = [load_terms, *pv_terms]
     result = current
@@ -267,7 +269,7 @@ def apply_terms(ctx: Context, target: PodTarget, load_terms: list[Json], pv_term
 
 
 def add_tolerations(target: PodTarget, tolerations: Sequence[Json]) -> None:
-    """DESIGN §5 step 6: the policy's tolerations the pod lacks, compared on all five fields."""
+    """docs/design.md#5-load-affinity, step 6: the policy's tolerations the pod lacks, compared on all five fields."""
     current = list(target.patch.get("spec", "tolerations", default=None) or [])
     merged = merge_tolerations(current, tolerations)
     if merged:

@@ -5,7 +5,7 @@ checks say so at admission time instead.
 
 Operators: a LoadAffinity `nodeSelector` is a metav1.LabelSelector, but Velero copies every matchExpressions
 operator verbatim into the pod's node selector requirements, so the node-only `Gt`/`Lt` (one integer value) work
-there and are accepted (DESIGN §6); anything else would make the API server reject the data mover pod.
+there and are accepted (docs/design.md#6-validation); anything else would make the API server reject the data mover pod.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Validating rules for load affinity settings (DESIGN §6, LoadAffinity): Velero's node-agent ConfigMap, the
-cluster-dependent warnings on the policy ConfigMap, and a backup/restore pod's own `load-affinity` annotation.
+"""Validating rules for load affinity settings (docs/design.md#6-validation, LoadAffinity): Velero's node-agent
+ConfigMap, the cluster-dependent warnings on the policy ConfigMap, and a backup/restore pod's own
+`load-affinity` annotation.
 
 Shape errors deny (family `loadAffinity`, relaxable by policy); what depends on the cluster only warns, because the
 missing StorageClass or Node may simply not exist yet.

@@ -2,7 +2,7 @@
 
 Required node affinity is a disjunction of terms, each a conjunction of requirements. ANDing two such lists is
 their cross product with requirements merged pairwise; keeping the result free of duplicate requirements and of
-terms implied by others is what makes mutation idempotent (Velero bug #10341 is the counter-example).
+terms implied by others is what makes mutation idempotent (vmware-tanzu/velero#10341 is the counter-example).
 """
 
 from __future__ import annotations

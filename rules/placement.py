@@ -1,5 +1,5 @@
-"""Placement consistency (DESIGN §6): a new pod's node constraints must agree with each other, with its Node and
-with the node-local volumes it mounts.
+"""Placement consistency (docs/design.md#6-validation): a new pod's node constraints must agree with each other,
+with its Node and with the node-local volumes it mounts.
 
 Checked on Pod CREATE on the object as it reaches the validating webhook, after every mutating webhook. A pod
 whose `spec.nodeName` fails its own node affinity is rejected by the kubelet (`NodeAffinity`) after it was

@@ -1,4 +1,5 @@
-"""Which role a pod plays (DESIGN §2): skipped, explicit annotation, then policy selectors; first match wins."""
+"""Which role a pod plays: skipped, explicit annotation, then policy selectors; first match wins
+(docs/design.md#2-pod-roles)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Volume classes of a pod's claims (DESIGN §3, from the KCP storage design).
+"""Volume classes of a pod's claims (docs/design.md#3-volume-classes, from the KCP storage design).
 
 Every placement rule asks the same questions of a pod's claims — can another node mount it, can another pod,
 does its PV tie it to some nodes — so the answers are computed here once, from the PVC and its PV.
@@ -131,7 +131,7 @@ def node_local_required_terms(
 def first_claim_storage_class(
     view: ClusterView, namespace: str, metadata: Mapping[str, Any], spec: Mapping[str, Any]
 ) -> str | None:
-    """The StorageClass of the pod's first claim volume (DESIGN §5 step 1): the PVC's, else its PV's, else
+    """The StorageClass of the pod's first claim volume (load affinity, step 1): the PVC's, else its PV's, else
     for an ephemeral volume not created yet, its template's. None when nothing names one."""
     references = claim_references(metadata, spec)
     if not references:

@@ -1,5 +1,5 @@
-"""Co-scheduling of data movers (DESIGN §4): the table in tests/data/coschedule/*.yaml, run through the
-mutating and then the validating pipeline exactly as the API server chains them."""
+"""Co-scheduling of data movers (docs/design.md#4-co-scheduling-movers): the table in tests/data/coschedule/*.yaml,
+run through the mutating and then the validating pipeline exactly as the API server chains them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Load affinity mutation of backup and restore pods (DESIGN §5), table-driven from tests/data/loadaffinity."""
+"""Load affinity mutation of backup and restore pods (docs/design.md#5-load-affinity), table-driven from
+tests/data/loadaffinity."""
 
 from __future__ import annotations
 

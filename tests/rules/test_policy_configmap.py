@@ -1,4 +1,5 @@
-"""Policy ConfigMap admission (DESIGN §6, §7): a ConfigMap that would not load is denied with every error."""
+"""Policy ConfigMap admission (docs/design.md#6-validation, #7-policy): a ConfigMap that would not load is denied
+with every error."""
 
 from __future__ import annotations
 

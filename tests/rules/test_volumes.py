@@ -1,4 +1,4 @@
-"""Volume classes (DESIGN §3) and the small helpers other rules build on."""
+"""Volume classes (docs/design.md#3-volume-classes) and the small helpers other rules build on."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Enforcement, the denial message and dry runs, through the codec and the Flask app (DESIGN §6, §8).
+"""Enforcement, the denial message and dry runs, through the codec and the Flask app (docs/design.md#6-validation,
+#8-interfaces).
 
 `enforcement` and `validation.<family>.enforcement` decide whether a finding denies or warns, like Gatekeeper's
 enforcementAction; the policy family is never relaxed. A dry-run request is answered exactly like a real one:
