@@ -17,6 +17,9 @@ class LookupFailed(Exception):
 
 
 class ClusterView(Protocol):
+    """The cluster state rules may read, and nothing else: rules stay pure and testable with dictionaries, and the
+    server can answer every lookup from an in-memory index (a miss may raise LookupFailed)."""
+
     def pvc(self, namespace: str, name: str) -> Json | None: ...
 
     def pods_using_claim(self, namespace: str, claim: str) -> list[Json]:

@@ -48,6 +48,9 @@ class PodTarget:
 
 @dataclass
 class Context:
+    """What a rule is given besides its target: the subject, the cluster view and the policy, and where it
+    reports. Rules never build a Decision themselves, so findings, warnings and reasons are kept uniformly."""
+
     subject: Subject
     view: ClusterView
     policy: Policy

@@ -18,6 +18,9 @@ _MISSING = object()
 
 
 class PatchBuilder:
+    """The changes a rule wants, recorded against the object under review without touching it: a rule that fails
+    half-way leaves nothing behind, and `operations()` turns what is left into the smallest JSON Patch."""
+
     def __init__(self, doc: Mapping[str, Any], prefix: Path = ()) -> None:
         self._doc = doc
         self._prefix = prefix

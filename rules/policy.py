@@ -48,6 +48,9 @@ class PolicyError(ValueError):
 
 @dataclass(frozen=True)
 class Policy:
+    """The policy in effect, parsed and validated (docs/policy.md has every field). Frozen: the server swaps a
+    whole new Policy in on a change, so a review in flight always sees one consistent policy."""
+
     enforcement: str = "deny"
     on_lookup_failure: str = "allow"
     excluded_namespaces: frozenset[str] = frozenset()

@@ -60,6 +60,8 @@ class AdmissionRequest:
 
 
 def decode_review(body: bytes) -> AdmissionRequest:
+    """The request of an AdmissionReview body, or ReviewError (HTTP 400) naming what is wrong. Strict JSON only:
+    the transport's half of the typed boundary (the object's fields are checked in rules/shape.py)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
