@@ -12,7 +12,7 @@ CLUSTER ?= examples/cluster.yaml
 FILE ?= examples/mover-pod.yaml
 PYTEST_ARGS ?=
 
-.PHONY: help install run test unit chart lint fmt certs review clean bench bench-tools soak fuzz docs
+.PHONY: help install run test unit chart lint fmt certs review clean bench bench-tools monitoring-tools soak fuzz docs
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -54,7 +54,7 @@ fmt: $(STAMP) ## format and autofix
 unit: $(STAMP) ## run the tests only (no lint, no chart)
 	$(BIN)/python -m pytest --ignore=tests/chart $(PYTEST_ARGS)
 
-chart: $(STAMP) ## render, lint and check the Helm chart in every mode (installs helm into .tools/)
+chart: $(STAMP) monitoring-tools ## render, lint and check the chart in every mode, its alerts and dashboard (installs helm)
 	scripts/install-helm.sh
 	$(BIN)/python -m pytest tests/chart $(PYTEST_ARGS)
 
@@ -68,6 +68,11 @@ bench-tools: ## install the load generators hey and wrk (Debian packages) when m
 	@command -v hey >/dev/null && command -v wrk >/dev/null || { \
 		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends hey wrk; }
+
+monitoring-tools: ## install promtool and the Prometheus server (Debian package prometheus) when missing
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends prometheus; }
 
 bench: $(STAMP) bench-tools ## measure the webhook against its stack's limit (about 4 minutes; not part of test)
 	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -1,7 +1,9 @@
 """Prometheus metrics, correct across gunicorn workers.
 
 When `PROMETHEUS_MULTIPROC_DIR` is set (the `serve` command sets it before any worker starts), every worker
-writes its samples to files there and `/metrics` aggregates them; otherwise the default registry is used.
+writes its samples to files there and `/metrics` aggregates them; otherwise the default registry is used. Gauges
+aggregate over live workers only (`livemax`/`livemin`): a dead worker's last value would otherwise stay forever
+and keep an alert firing until the pod restarts.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ DURATION = Histogram(
     "storage_affinity_admission_duration_seconds",
     "Time to answer one admission review, from body read to response encoded.",
     ["endpoint"],
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
 )
 LOOKUP_FAILURES = Counter(
     "storage_affinity_lookup_failures_total",
@@ -40,24 +42,24 @@ BAD_REQUESTS = Counter(
 POLICY_ERRORS = Gauge(
     "storage_affinity_policy_errors",
     "Problems in the last policy seen that was refused (0 when the policy in effect is the latest).",
-    multiprocess_mode="max",
+    multiprocess_mode="livemax",
 )
 CERT_EXPIRY = Gauge(
     "storage_affinity_certificate_expiry_timestamp_seconds",
     "Unix time at which the serving certificate expires.",
-    multiprocess_mode="max",
+    multiprocess_mode="livemax",
 )
 CACHE_SYNCED = Gauge(
     "storage_affinity_cache_synced",
     "1 when the cluster state of a resource is synced, 0 otherwise.",
     ["resource"],
-    multiprocess_mode="min",
+    multiprocess_mode="livemin",
 )
 CACHE_AGE = Gauge(
     "storage_affinity_cache_age_seconds",
     "Seconds since the last list or watch event of a resource.",
     ["resource"],
-    multiprocess_mode="max",
+    multiprocess_mode="livemax",
 )
 AUDIT_FINDINGS = Gauge(
     "storage_affinity_audit_findings",

@@ -65,6 +65,18 @@ def render_error(values: dict[str, Any], namespace: str = NAMESPACE) -> str:
     return str(info.value)
 
 
+def notes(values: dict[str, Any]) -> str:
+    """NOTES.txt as `helm install` prints it (a client-side dry run: no cluster)."""
+    path = _values_file(values)
+    try:
+        result = _helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "-f", path, "--dry-run=client")
+    finally:
+        Path(path).unlink()
+    if result.returncode != 0:
+        raise HelmError(result.stderr.strip())
+    return result.stdout.partition("\nNOTES:\n")[2]
+
+
 def lint(values: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     path = _values_file(values)
     try:
@@ -112,6 +124,14 @@ def args(docs: list[Manifest]) -> dict[str, str]:
 
 
 CA_BUNDLE = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n").decode()
+RUNBOOKS = "https://runbooks.example/storage-affinity-webhook/docs/runbooks.md"
+
+#: Values that turn every monitoring object on (ServiceMonitor, PrometheusRule, dashboard ConfigMap).
+MONITORING: dict[str, Any] = {
+    "serviceMonitor": {"enabled": True},
+    "prometheusRule": {"enabled": True, "runbookBaseUrl": RUNBOOKS},
+    "dashboard": {"enabled": True},
+}
 
 # Every values combination the chart must render, lint and validate cleanly.
 SCENARIOS: dict[str, dict[str, Any]] = {
@@ -135,4 +155,11 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "policy": {"loadAffinitySource": {"configMap": {"namespace": "velero", "name": "node-agent-config"}}}
     },
     "custom-port": {"server": {"port": 9443}, "preStopSleepSeconds": 0},
+    # The monitoring objects in every certificate mode: the ServiceMonitor's CA comes from a different place in each.
+    "monitoring": {"monitoring": MONITORING},
+    "monitoring-cert-manager": {"certificates": {"mode": "certManager"}, "monitoring": MONITORING},
+    "monitoring-provided": {
+        "certificates": {"mode": "provided", "provided": {"secretName": "my-tls", "caBundle": CA_BUNDLE}},
+        "monitoring": MONITORING,
+    },
 }

@@ -11,8 +11,15 @@ from chart_helpers import FULLNAME, NAMESPACE, SCENARIOS, Manifest, kinds, lint,
 # The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and a recent one.
 KUBERNETES_VERSIONS = ("1.30.0", "1.35.0")
 
-# cert-manager's custom resources: kubernetes-validate has no schema for them. Checked by test_cert_manager_chain.
-NOT_IN_KUBERNETES_SCHEMA = {("cert-manager.io/v1", "Issuer"), ("cert-manager.io/v1", "Certificate")}
+# Custom resources: kubernetes-validate has no schema for them. cert-manager's are checked by
+# test_cert_manager_chain, the Prometheus Operator's against its CRD schemas by test_chart_monitoring.
+NOT_IN_KUBERNETES_SCHEMA = {
+    ("cert-manager.io/v1", "Issuer"),
+    ("cert-manager.io/v1", "Certificate"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
+}
+CERT_MANAGER_KINDS = {k for k in NOT_IN_KUBERNETES_SCHEMA if k[0] == "cert-manager.io/v1"}
 
 BASE_KINDS = [
     "ClusterRole",
@@ -70,10 +77,11 @@ def test_default_objects() -> None:
 
 @pytest.mark.parametrize("name", ["cert-manager", "cert-manager-issuer"])
 def test_cert_manager_kinds_only_in_cert_manager_mode(name: str) -> None:
-    for other in set(SCENARIOS) - {"cert-manager", "cert-manager-issuer"}:
-        assert not [d for d in render(SCENARIOS[other]) if d["apiVersion"].startswith("cert-manager.io/")]
+    for values in SCENARIOS.values():
+        if values.get("certificates", {}).get("mode") != "certManager":
+            assert not [d for d in render(values) if d["apiVersion"].startswith("cert-manager.io/")]
     found = {(d["apiVersion"], d["kind"]) for d in render(SCENARIOS[name]) if d["apiVersion"].startswith("cert-")}
-    assert found <= NOT_IN_KUBERNETES_SCHEMA
+    assert found <= CERT_MANAGER_KINDS
     assert ("cert-manager.io/v1", "Certificate") in found
 
 
