@@ -28,7 +28,7 @@ def _rewrite(node: Any) -> Any:
             if key == "$ref":
                 if not (isinstance(value, str) and value.startswith("#/$defs/")):
                     raise SystemExit(f"unsupported $ref in the policy schema: {value!r}")
-                if len(node) != 1:
+                if set(node) - {"$ref", "description"}:  # a description is documentation, harmless when ignored
                     raise SystemExit(f"$ref {value!r} has siblings, which draft-07 ignores")
                 out[key] = "#/$defs/" + PREFIX + value.removeprefix("#/$defs/")
             else:
