@@ -23,6 +23,7 @@ import requests
 
 from rules.documents import iter_objects, load_documents
 from tests.e2e.server import Server, running_server
+from tests.hardening.procs import children
 from tests.state.conftest import eventually
 from tests.state.fakeapi import FakeKubeAPI, Request, running_fake_api
 from tests.state.objects import policy_map
@@ -48,9 +49,8 @@ def replica(tmp: Path, api: FakeKubeAPI, *args: str, wait_for: str = "/readyz") 
         yield server
 
 
-def workers(server: Server) -> list[int]:
-    master = server.process.pid
-    return [int(pid) for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
+def workers(server: Server) -> set[int]:
+    return children(server.process.pid)
 
 
 def fresh(server: Server, method: str, path: str, body: Any = None) -> requests.Response:
@@ -87,7 +87,7 @@ def test_a_restarted_worker_takes_no_review_before_its_lists_have_loaded(tmp_pat
         eventually(lambda: api.watching("pods") == 2, timeout=20, what="both workers watching")
         assert placement(server) == "requiredAffinity"
         with api.holding(pods_list):  # the restarted worker's pod list takes as long as this block
-            os.kill(workers(server)[0], signal.SIGKILL)
+            os.kill(min(workers(server)), signal.SIGKILL)
             eventually(lambda: api.held() == 1, timeout=20, what="the new worker listing pods")
             answers = [placement(server) for _ in range(24)]
             probes = [readyz(server) for _ in range(8)]
@@ -109,7 +109,7 @@ def test_a_worker_started_while_the_policy_configmap_is_invalid_applies_its_repl
         before = workers(server)
         for pid in before:  # every worker now starts with the ConfigMap invalid
             os.kill(pid, signal.SIGKILL)
-        eventually(lambda: len(set(workers(server)) - set(before)) == 2, timeout=20, what="two new workers")
+        eventually(lambda: len(workers(server) - before) == 2, timeout=20, what="two new workers")
         eventually(lambda: readyz(server)[0] == 200, timeout=20, what="ready again")
 
         answers = [placement(server) for _ in range(16)]
