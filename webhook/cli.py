@@ -72,7 +72,12 @@ def _parser() -> argparse.ArgumentParser:
         default=os.environ.get("POD_NAMESPACE", ""),
         help="the webhook's own namespace, always exempt (default: $POD_NAMESPACE)",
     )
-    serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="gunicorn worker processes (default 1: each lists and watches the whole cluster; scale with replicas)",
+    )
     serve.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="largest accepted body")
     serve.add_argument(
         "--graceful-timeout",

@@ -11,7 +11,7 @@ class Settings:
     cert: Path
     key: Path
     bind: str = "127.0.0.1:8443"
-    workers: int = 2
+    workers: int = 1
     policy_file: Path | None = None
     cluster_files: tuple[Path, ...] = ()
     namespace: str = ""

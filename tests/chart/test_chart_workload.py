@@ -149,7 +149,7 @@ def test_server_arguments_self_mode() -> None:
         "--key": "/tmp/certs/tls.key",
         "--namespace": NAMESPACE,
         "--policy-configmap": "storage-affinity-policy",
-        "--workers": "2",
+        "--workers": "1",
         "--graceful-timeout": "20",
         "--start-timeout": "30",
         "--cert-mode": "self",
