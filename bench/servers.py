@@ -36,11 +36,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory now (VmRSS) or at its peak so far (VmHWM)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for {pid}")
+    raise RuntimeError(f"no {field} for {pid}")
 
 
 @dataclass
@@ -71,7 +72,9 @@ def static_server(tmp: Path, certs: Path, cluster: Path, policy: Path) -> Iterat
 
 
 @contextlib.contextmanager
-def live_server(tmp: Path, certs: Path, objects: list[Json], policy: Path, name: str) -> Iterator[Running]:
+def live_server(
+    tmp: Path, certs: Path, objects: list[Json], policy: Path, name: str, *, workers: int = 2
+) -> Iterator[Running]:
     """State listed and watched from an API server holding `objects` (the same ingest path as production)."""
     tmp.mkdir(parents=True)
     api = FakeKubeAPI(bookmark_interval=30.0)  # the default 0.2 s would put bookmark traffic into the latencies
@@ -80,7 +83,7 @@ def live_server(tmp: Path, certs: Path, objects: list[Json], policy: Path, name:
     try:
         kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
         args = ("--kubeconfig", str(kubeconfig), "--policy", str(policy), "--trivial-endpoint")
-        with running_server(tmp, *args, certs=certs, ready_timeout=180, cpus=SERVER_CPUS) as server:
+        with running_server(tmp, *args, workers=workers, certs=certs, ready_timeout=180, cpus=SERVER_CPUS) as server:
             yield Running(server, name, api)
     finally:
         api.stop()

@@ -2,7 +2,8 @@
 
 Errors are mapped to HTTP answers in one place (`_error`): a body that is not an AdmissionReview gets 400 with a
 plain-text reason, an oversized one 413; a review always gets HTTP 200 with an AdmissionReview, even when a rule
-fails (the pipeline turns that into the policy's `onLookupFailure`).
+fails (the pipeline turns that into the policy's `onLookupFailure`), except while no valid policy is in effect:
+then 503 with the reason, and kube-apiserver applies the webhook's failurePolicy.
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ def create_app(runtime: Runtime, *, max_body: int = DEFAULT_MAX_BODY, trivial_en
 def _review_view(name: str, handler: Handler, mutating: bool, runtime: Runtime) -> Callable[[], Response]:
     def view() -> Response:
         started = time.perf_counter()
+        if (unavailable := runtime.unavailable()) is not None:
+            metrics.UNAVAILABLE.labels(name).inc()
+            return _error(unavailable, 503)
         try:
             body = _read_body()
             req = decode_review(body)

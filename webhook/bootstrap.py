@@ -28,6 +28,7 @@ def build_runtime(settings: Settings) -> Runtime:
 
 def _live_runtime(settings: Settings, policy: Policy, source: str) -> Runtime:
     """State from the API, listed and watched by this worker; the policy ConfigMap overrides the base policy."""
+    from webhook.state.lastgood import ReplicaPolicy
     from webhook.state.live import LiveClusterState, LiveOptions, load_configuration
 
     configuration, api_source = load_configuration(settings.kubeconfig)
@@ -40,7 +41,8 @@ def _live_runtime(settings: Settings, policy: Policy, source: str) -> Runtime:
     runtime = Runtime(
         policy=policy, view=state, namespace=settings.namespace, cert_file=settings.cert, policy_source=source
     )
-    state.attach(runtime, base=(policy, source))
+    replica = ReplicaPolicy(settings.replica_dir) if settings.replica_dir is not None else None
+    state.attach(runtime, base=(policy, source), replica=replica)
     state.start()
     log.info("live cluster state from %s", api_source)
     return runtime

@@ -60,11 +60,24 @@ def _parser() -> argparse.ArgumentParser:
         help="budget of the one API GET made on a cache miss (default 1; keep it well under timeoutSeconds)",
     )
     serve.add_argument(
+        "--start-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="live state: a worker accepts connections once its first lists and the policy are loaded, or after "
+        "this long with /readyz saying what is missing (default 30; keep it under the liveness probe's window)",
+    )
+    serve.add_argument(
         "--namespace",
         default=os.environ.get("POD_NAMESPACE", ""),
         help="the webhook's own namespace, always exempt (default: $POD_NAMESPACE)",
     )
-    serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="gunicorn worker processes (default 1: each lists and watches the whole cluster; scale with replicas)",
+    )
     serve.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="largest accepted body")
     serve.add_argument(
         "--graceful-timeout",
@@ -206,6 +219,7 @@ def _serve_files(args: argparse.Namespace) -> int:
             kubeconfig=args.kubeconfig,
             policy_configmap=args.policy_configmap,
             lookup_timeout=args.lookup_timeout,
+            start_timeout=args.start_timeout,
         )
     )
     return 0
@@ -257,6 +271,8 @@ def _live_problem(args: argparse.Namespace) -> str | None:
 
     if not 0 < args.lookup_timeout < 5:
         return f"--lookup-timeout {args.lookup_timeout:g}: must be more than 0 and less than 5 seconds"
+    if not args.start_timeout > 0:
+        return f"--start-timeout {args.start_timeout:g}: must be more than 0 seconds"
     if not args.namespace:
         service_account = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
         args.namespace = service_account.read_text().strip() if service_account.is_file() else ""

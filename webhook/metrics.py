@@ -39,6 +39,11 @@ BAD_REQUESTS = Counter(
     "Bodies refused before review (not an AdmissionReview, malformed object, too large).",
     ["endpoint", "status"],
 )
+UNAVAILABLE = Counter(
+    "storage_affinity_unavailable_total",
+    "Reviews answered 503 because no valid policy is in effect (kube-apiserver applies the failurePolicy).",
+    ["endpoint"],
+)
 POLICY_ERRORS = Gauge(
     "storage_affinity_policy_errors",
     "Problems in the last policy seen that was refused (0 when the policy in effect is the latest).",

@@ -4,7 +4,9 @@ Why gevent: kube-apiserver (Go net/http) keeps connections alive and parks idle 
 worker (gunicorn `gthread`) blocks a thread on a connection that never sends a request, and with TLS the whole
 pool stalls until the idle timeout (measured: 20 s under `hey`). A gevent worker costs one greenlet per idle
 connection and keeps answering the others. The worker class (webhook/worker.py) also ends a shutdown as soon as
-the requests in flight are answered, instead of waiting `graceful_timeout` for idle keep-alive connections.
+the requests in flight are answered, instead of waiting `graceful_timeout` for idle keep-alive connections, and
+accepts no connection before its cluster state and policy are loaded (`WebhookServer.loaded`): the workers share
+the listening socket, so a restarted worker leaves every review to its siblings until it can decide like them.
 """
 
 from __future__ import annotations
@@ -14,13 +16,18 @@ import os
 import ssl
 import tempfile
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gunicorn.app.base import BaseApplication
 
 from certs.reload import ReloadingServerContext
 from webhook.logs import configure_logging
 from webhook.settings import Settings
+
+if TYPE_CHECKING:
+    from webhook.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +51,7 @@ def _child_exit(server: Any, worker: Any) -> None:
 class WebhookServer(BaseApplication):  # type: ignore[misc]
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.runtime: Runtime | None = None  # built in each worker by `load`
         super().__init__()
 
     def load_config(self) -> None:
@@ -76,12 +84,31 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
     def load(self) -> Any:
         from webhook.bootstrap import build_app
 
-        return build_app(self.settings)
+        app = build_app(self.settings)
+        self.runtime = app.extensions["runtime"]
+        return app
+
+    # What the worker asks before it accepts connections (webhook/worker.py).
+
+    @property
+    def start_timeout(self) -> float:
+        return self.settings.start_timeout
+
+    def loaded(self) -> bool:
+        return self.runtime is None or self.runtime.loaded()
+
+    def not_ready(self) -> str:
+        """What is not ready yet, for the log of a worker that stops waiting."""
+        states = self.runtime.readiness() if self.runtime is not None else {}
+        return "; ".join(f"{name}: {state}" for name, state in states.items() if not state.startswith("ok"))
 
 
 def run(settings: Settings) -> None:
-    """Serve until stopped. Metrics files go to a private directory shared by the workers."""
+    """Serve until stopped. Metrics files and the policy in effect go to private directories shared by the
+    workers, created before they are forked."""
     configure_logging(settings.log_level)
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="storage-affinity-metrics-")
+    if settings.live and settings.replica_dir is None:
+        settings = replace(settings, replica_dir=Path(tempfile.mkdtemp(prefix="storage-affinity-replica-")))
     WebhookServer(settings).run()

@@ -11,7 +11,7 @@ class Settings:
     cert: Path
     key: Path
     bind: str = "127.0.0.1:8443"
-    workers: int = 2
+    workers: int = 1
     policy_file: Path | None = None
     cluster_files: tuple[Path, ...] = ()
     namespace: str = ""
@@ -25,4 +25,6 @@ class Settings:
     kubeconfig: Path | None = None
     policy_configmap: str = "storage-affinity-policy"
     lookup_timeout: float = 1.0
+    start_timeout: float = 30.0  # a worker accepts once its state and policy are loaded, or after this long
+    replica_dir: Path | None = None  # shared by the workers of one server (`run` creates one): the policy in effect
     extra: dict[str, str] = field(default_factory=dict)

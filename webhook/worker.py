@@ -41,6 +41,8 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         self._tls: Any = None  # the server SSLContext, built in the worker after gevent's monkey-patching
 
     def run(self) -> None:
+        if not self._await_loaded():
+            return
         self._tls = ssl_context(self.cfg) if self.cfg.is_ssl else None
         servers = []
         for listener in self.sockets:
@@ -62,6 +64,30 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
                 last_notify = time.monotonic()
             gevent.sleep(POLL)
         self._drain(servers)
+
+    def _await_loaded(self) -> bool:
+        """Accept nothing until the app's cluster state and policy are loaded, or its start timeout has passed.
+
+        The workers share the listening socket: while this one waits, its siblings accept every connection, so a
+        restarted worker never answers from an empty cache or without the policy. The timeout bounds the wait so
+        that a server whose API is unreachable still answers /readyz with the reason (and /healthz, before the
+        liveness probe gives up). The master hears from the worker meanwhile. False when stopped while waiting.
+        """
+        app = self.app
+        if not hasattr(app, "loaded"):
+            return True
+        started = time.monotonic()
+        while self.alive and not app.loaded():
+            if time.monotonic() - started >= app.start_timeout:
+                self.log.warning(
+                    "Accepting after the start timeout (%gs), not loaded: %s", app.start_timeout, app.not_ready()
+                )
+                return True
+            self.notify()
+            gevent.sleep(POLL)
+        if self.alive:
+            self.log.info("Accepting: cluster state and policy loaded in %.1fs", time.monotonic() - started)
+        return bool(self.alive)
 
     def _drain(self, servers: list[StreamServer]) -> None:
         for server in servers:

@@ -83,6 +83,18 @@ def test_grace_period_too_short_does_not_render() -> None:
     assert "terminationGracePeriodSeconds (25) must be larger than" in message
 
 
+def test_start_timeout_fits_in_the_liveness_window(rendered: list[Manifest]) -> None:
+    probe = container(rendered)["livenessProbe"]
+    window = probe["initialDelaySeconds"] + probe["periodSeconds"] * (probe["failureThreshold"] - 1)
+    assert int(args(rendered)["--start-timeout"]) < window
+
+
+def test_start_timeout_beyond_the_liveness_window_does_not_render() -> None:
+    message = render_error({"server": {"startTimeoutSeconds": 55}})
+    assert "server.startTimeoutSeconds (55) must be smaller than the liveness probe's window (55 s)" in message
+    render({"server": {"startTimeoutSeconds": 90}, "livenessProbe": {"failureThreshold": 10}})
+
+
 def test_spread_across_nodes() -> None:
     spec = one(render(), "Deployment")["spec"]["template"]["spec"]
     (spread,) = spec["topologySpreadConstraints"]
@@ -137,8 +149,9 @@ def test_server_arguments_self_mode() -> None:
         "--key": "/tmp/certs/tls.key",
         "--namespace": NAMESPACE,
         "--policy-configmap": "storage-affinity-policy",
-        "--workers": "2",
+        "--workers": "1",
         "--graceful-timeout": "20",
+        "--start-timeout": "30",
         "--cert-mode": "self",
         "--cert-dir": "/tmp/certs",
         "--cert-secret": f"{FULLNAME}-tls",

@@ -59,8 +59,11 @@ def running_server(
     certs: Path | None = None,
     ready_timeout: float = 30.0,
     cpus: set[int] | None = None,
+    wait_for: str = "/readyz",
 ) -> Iterator[Server]:
     """The server on a free port; with `certs`, serve the files already there (a test may rotate them).
+
+    It is handed over once `wait_for` answers 200: `/healthz` for a server expected not to become ready.
 
     `cpus` pins the server (master and workers) to those CPUs: the benchmark keeps its load generators off them.
     """
@@ -99,7 +102,7 @@ def running_server(
     # The certificate's SANs include localhost: verification is real, by name.
     server = Server(f"https://localhost:{port}", ca, process, metrics_dir, log)
     try:
-        _wait_ready(server, ready_timeout)
+        _wait_ready(server, ready_timeout, wait_for)
         server.ready_after = time.monotonic() - started
         yield server
     finally:
@@ -110,13 +113,13 @@ def running_server(
             process.kill()
 
 
-def _wait_ready(server: Server, deadline: float = 30.0) -> None:
+def _wait_ready(server: Server, deadline: float = 30.0, path: str = "/readyz") -> None:
     end = time.monotonic() + deadline
     while time.monotonic() < end:
         if server.process.poll() is not None:
             raise RuntimeError(f"server exited: {server.log.read_text()[-3000:]}")
         try:
-            if requests.get(server.url + "/readyz", verify=str(server.ca), timeout=1).status_code == 200:
+            if requests.get(server.url + path, verify=str(server.ca), timeout=1).status_code == 200:
                 return
         except requests.RequestException:
             pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from rules.policy import Policy, default_policy
 from tests.state.fakeapi import FakeKubeAPI, running_fake_api
 from webhook.runtime import Runtime
+from webhook.state.lastgood import ReplicaPolicy
 from webhook.state.live import LiveClusterState, LiveOptions, load_configuration
 
 NAMESPACE = "webhook-system"
@@ -42,15 +44,20 @@ Live = Callable[..., tuple[LiveClusterState, Runtime]]
 
 @pytest.fixture
 def live(fake_api: FakeKubeAPI, tmp_path: Any) -> Iterator[Live]:
-    """`live(**options)` → (state, runtime), started against `fake_api` through a kubeconfig; stopped after."""
+    """`live(**options)` → (state, runtime), started against `fake_api` through a kubeconfig; stopped after.
+
+    Workers started with the same `replica` directory share the policy in effect, as a server's workers do."""
     started: list[LiveClusterState] = []
 
-    def start(base: Policy | None = None, **overrides: Any) -> tuple[LiveClusterState, Runtime]:
+    def start(
+        base: Policy | None = None, replica: Path | None = None, **overrides: Any
+    ) -> tuple[LiveClusterState, Runtime]:
         configuration, _ = load_configuration(fake_api.write_kubeconfig(tmp_path / "kubeconfig"))
         state = LiveClusterState(configuration, fast_options(**overrides))
         policy = base or default_policy()
         runtime = Runtime(policy=policy, view=state, namespace=NAMESPACE, policy_source="embedded default")
-        state.attach(runtime, base=(policy, "embedded default"))
+        shared = ReplicaPolicy(replica) if replica is not None else None
+        state.attach(runtime, base=(policy, "embedded default"), replica=shared)
         started.append(state.start())
         return state, runtime
 

@@ -11,13 +11,15 @@ sends no bookmarks and never answers 410. The behaviours under test — resume f
   real server's ADDED/DELETED translation when an update moves an object in or out of a watch's selector;
 - faults: `expire_watches()` (410), `break_watches()` (connection cut without the final chunk),
   `silently()` (changes no watch sees, only a re-list), `fail(status)` and `delay(seconds)` for requests,
-  `stop()`/`start()` (API down and back on the same port).
+  `holding()` (requests unanswered until the test lets them go), `stop()`/`start()` (API down and back on the
+  same port).
 
 Start one with `running_fake_api()` (a context manager) or the pytest fixture `fake_api` in conftest.py.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import itertools
@@ -82,6 +84,7 @@ class FakeKubeAPI:
     def __init__(self, *, bookmark_interval: float = 0.2) -> None:
         self.bookmark_interval = bookmark_interval
         self.requests: list[Request] = []
+        self.listed: collections.Counter[str] = collections.Counter()  # objects answered by lists, per plural
         self._lock = threading.RLock()
         self._rv = itertools.count(100)
         self._last_rv = 99
@@ -92,6 +95,8 @@ class FakeKubeAPI:
         self._pages: dict[str, list[Json]] = {}
         self._failure: tuple[int, Callable[[Request], bool]] | None = None
         self._delay: tuple[float, Callable[[Request], bool]] | None = None
+        self._hold: tuple[threading.Event, Callable[[Request], bool]] | None = None
+        self._held = 0
         self._silent = False
         self._server: ThreadingHTTPServer | None = None
         self._connections: set[socket.socket] = set()
@@ -238,6 +243,22 @@ class FakeKubeAPI:
     def delay(self, seconds: float | None, when: Callable[[Request], bool] = lambda r: True) -> None:
         """Hold matching requests for `seconds` before answering, until `delay(None)`."""
         self._delay = None if seconds is None else (seconds, when)
+
+    @contextlib.contextmanager
+    def holding(self, when: Callable[[Request], bool] = lambda r: True) -> Iterator[None]:
+        """Matching requests wait unanswered until the block ends: a list that takes as long as the test needs."""
+        gate = threading.Event()
+        self._hold = (gate, when)
+        try:
+            yield
+        finally:
+            self._hold = None
+            gate.set()
+
+    def held(self) -> int:
+        """How many requests `holding` keeps waiting now."""
+        with self._lock:
+            return self._held
 
     def watching(self, kind: str | None = None) -> int:
         with self._lock:
@@ -437,6 +458,12 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(length)) if length else None
         if fake._delay is not None and fake._delay[1](req):
             time.sleep(fake._delay[0])
+        if (hold := fake._hold) is not None and hold[1](req):
+            with fake._lock:
+                fake._held += 1
+            hold[0].wait()
+            with fake._lock:
+                fake._held -= 1
         if fake._failure is not None and fake._failure[1](req):
             status = fake._failure[0]
             return self._json(status, _status(status, "InternalError", f"injected failure {status}"))
@@ -509,6 +536,7 @@ class _Handler(BaseHTTPRequestHandler):
             fake._pages[page_id] = items[limit:]
             items = items[:limit]
             metadata["continue"] = f"{rv}:{page_id}"
+        fake.listed[plural] += len(items)
         kind = RESOURCES[plural][0]
         self._json(200, {"kind": f"{kind}List", "apiVersion": "v1", "metadata": metadata, "items": items})
 

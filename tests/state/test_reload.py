@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY
@@ -15,6 +16,7 @@ from tests.state.fakeapi import FakeKubeAPI
 from tests.state.objects import pod, policy_map, velero_map
 from tests.support import admission_review
 from webhook.app import create_app
+from webhook.state.lastgood import FILE_NAME, Kept, ReplicaPolicy
 
 SOURCE = f"ConfigMap {NAMESPACE}/storage-affinity-policy"
 VELERO_SOURCE = {"loadAffinitySource": {"configMap": {"namespace": "velero", "name": "node-agent-config"}}}
@@ -139,7 +141,9 @@ def test_api_down_follows_on_lookup_failure_and_fails_readiness(
 ) -> None:
     monkeypatch.setitem(registry.MUTATORS, "mover", reads_claims)
     fake_api.stop()
-    _, runtime = live(base=policy_from_document({"onLookupFailure": action}))
+    # no policy ConfigMap to read: the base policy is in effect from the start (with one, there would be no policy
+    # until it is read, and reviews would get 503)
+    _, runtime = live(base=policy_from_document({"onLookupFailure": action}), policy_configmap="")
     client = create_app(runtime).test_client()
     mover = pod("mover", claim="data")
     mover["metadata"]["annotations"] = {"storage-affinity.io/role": "mover"}  # type: ignore[index]
@@ -164,3 +168,93 @@ def test_api_down_follows_on_lookup_failure_and_fails_readiness(
     eventually(lambda: client.get("/readyz").status_code == 200, what="ready once the API is back")
     response = client.post("/mutate", json=review(mover)).get_json()["response"]
     assert response["allowed"] is True and "patch" in response
+
+
+# -- the policy in effect in a replica (its workers share a directory) -------------------------------------
+
+
+def test_a_worker_started_while_the_configmap_is_invalid_applies_what_its_siblings_apply(
+    fake_api: FakeKubeAPI, live: Live, tmp_path: Path
+) -> None:
+    fake_api.create(policy_map({"enforcement": "warn"}))
+    _, first = live(replica=tmp_path)
+    eventually(lambda: first.ready() and first.policy.enforcement == "warn")
+    fake_api.update(policy_map({"enforcement": "maybe"}))
+    eventually(lambda: first.policy_problems, what="refused by the running worker")
+
+    _, second = live(replica=tmp_path)
+    eventually(second.loaded)
+    assert (second.policy.enforcement, second.policy_source) == ("warn", SOURCE)
+    assert second.readiness()["policy"] == first.readiness()["policy"]
+    assert second.ready() and second.unavailable() is None
+
+    fake_api.update(policy_map({"enforcement": "warn", "onLookupFailure": "deny"}))
+    eventually(lambda: first.policy.on_lookup_failure == second.policy.on_lookup_failure == "deny")
+
+
+def test_the_base_policy_is_what_the_replica_keeps_once_the_configmap_was_deleted(
+    fake_api: FakeKubeAPI, live: Live, tmp_path: Path
+) -> None:
+    fake_api.create(policy_map({"enforcement": "warn"}))
+    base = policy_from_document({"onLookupFailure": "deny"})
+    _, first = live(base=base, replica=tmp_path)
+    eventually(lambda: first.ready() and first.policy.enforcement == "warn")
+    fake_api.delete("ConfigMap", NAMESPACE, "storage-affinity-policy")
+    eventually(lambda: first.policy is base)
+    fake_api.create(policy_map({"enforcement": "maybe"}))
+    eventually(lambda: first.policy_problems, what="refused by the running worker")
+
+    _, second = live(base=base, replica=tmp_path)
+    eventually(second.loaded)
+    assert second.policy is base and second.ready()
+
+
+def test_with_no_valid_policy_ever_a_worker_has_none_and_refuses_reviews(
+    fake_api: FakeKubeAPI, live: Live, tmp_path: Path
+) -> None:
+    fake_api.create(policy_map({"enforcement": "maybe"}))
+    _, runtime = live(replica=tmp_path)
+    eventually(runtime.loaded)
+    why = f"{SOURCE} is invalid and this replica has had no valid policy from it"
+    assert runtime.unavailable() == f"storage-affinity-webhook has no valid policy: {why}"
+    assert runtime.readiness()["policy"] == (
+        f'no valid policy: {why}; refused: {SOURCE} data[policy.yaml].enforcement: "maybe" is not one of deny, warn'
+    )
+    assert not runtime.ready()
+    response = create_app(runtime).test_client().post("/mutate", json=review(pod("mover")))
+    assert (response.status_code, response.get_data(as_text=True)) == (503, runtime.unavailable() + "\n")
+
+    fake_api.update(policy_map({"enforcement": "warn"}))
+    eventually(lambda: runtime.ready() and runtime.policy.enforcement == "warn")
+    assert runtime.unavailable() is None
+    _, second = live(replica=tmp_path)  # what it accepted is now the replica's
+    assert second.policy.enforcement == "warn" and second.policy_source == SOURCE
+
+
+def test_until_the_configmap_is_read_a_worker_is_not_loaded_and_applies_only_its_replicas_policy(
+    fake_api: FakeKubeAPI, live: Live, tmp_path: Path
+) -> None:
+    fake_api.create(policy_map({"enforcement": "warn"}))
+    with fake_api.holding(lambda r: r.method == "GET" and not r.watch and "configmaps" in r.path):
+        _, runtime = live(replica=tmp_path)
+        assert not runtime.loaded()
+        assert runtime.unavailable() == f"storage-affinity-webhook has no valid policy: {SOURCE} not read yet"
+    eventually(lambda: runtime.loaded() and runtime.ready())
+    with fake_api.holding(lambda r: r.method == "GET" and not r.watch and "configmaps" in r.path):
+        _, second = live(replica=tmp_path)
+        assert not second.loaded()
+        assert (second.policy.enforcement, second.unavailable()) == ("warn", None)
+
+
+def test_a_damaged_record_is_ignored(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    shared = ReplicaPolicy(tmp_path)
+    assert shared.load() is None
+    shared.save({"policy.yaml": "enforcement: warn\n"})
+    assert shared.load() == Kept({"policy.yaml": "enforcement: warn\n"})
+    shared.save(None)
+    assert shared.load() == Kept(None)
+    for text in ("{", '{"configMapData": 3}', "[]"):
+        shared.path.write_text(text)
+        assert shared.load() is None
+    assert [r.levelname for r in caplog.records] == ["ERROR"] * 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE_NAME]  # nothing left aside

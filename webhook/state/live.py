@@ -3,7 +3,8 @@
 One background thread per resource (greenlets under gunicorn's gevent worker, so none blocks the worker). A watch
 resumes from its last resourceVersion when the server ends it normally; when it expires (410 Gone) or breaks, the
 resource is listed again and replaces its kind wholesale, so an event missed while disconnected is never lost.
-Retries back off exponentially (capped, jittered). Each gunicorn worker holds its own state.
+Retries back off exponentially (capped, jittered). Each gunicorn worker holds its own state, and accepts no
+connection before `loaded()` (webhook/worker.py): its first lists, the policy ConfigMap's among them, have landed.
 
 Lookups never wait for the API except on a miss of a PVC, PV, StorageClass, Node or the Velero ConfigMap: then
 one GET with a short timeout (`lookup_timeout`, well under the webhook's `timeoutSeconds`). A 404 is a plain miss;
@@ -34,6 +35,7 @@ from webhook import metrics
 from webhook.runtime import Runtime
 from webhook.state.apisource import ApiConfigError, api_source
 from webhook.state.index import ClusterIndex, bulk_ingest
+from webhook.state.lastgood import ReplicaPolicy
 from webhook.state.reload import PolicyConfigMapSink, ProblemBoard, Sink, VeleroConfigMapSink
 
 log = logging.getLogger(__name__)
@@ -337,8 +339,12 @@ class LiveClusterState:
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
-    def attach(self, runtime: Runtime, base: tuple[Policy, str]) -> None:
-        """Reload the runtime's policy from the policy ConfigMap; register the readiness checks."""
+    def attach(self, runtime: Runtime, base: tuple[Policy, str], replica: ReplicaPolicy | None = None) -> None:
+        """Reload the runtime's policy from the policy ConfigMap; register the readiness checks.
+
+        Until the ConfigMap is read, the policy is what `replica` records as in effect in the other workers of
+        this replica, or none (reviews get 503): the base policy applies only once the ConfigMap is known absent.
+        """
         self._board = ProblemBoard(runtime)
         options = self.options
         if options.namespace and options.policy_configmap:
@@ -349,7 +355,9 @@ class LiveClusterState:
                 name=options.policy_configmap,
                 base=base,
                 on_policy=self._follow_policy,
+                replica=replica,
             )
+            sink.adopt()
             resource = Resource(
                 "policy-configmap",
                 "ConfigMap",
@@ -363,7 +371,9 @@ class LiveClusterState:
         for name in self.watches:
             runtime.checks[name] = self._check(name)
         runtime.checks["velero-configmap"] = self._velero_readiness
-        self._follow_policy(runtime.policy)
+        runtime.loaded_check = self.loaded
+        if runtime.policy_missing is None:
+            self._follow_policy(runtime.policy)
 
     def start(self) -> LiveClusterState:
         with self._lock:
@@ -384,6 +394,12 @@ class LiveClusterState:
         for resource_watch in watches:
             resource_watch.join(timeout)
         self.api.close()  # type: ignore[no-untyped-call]
+
+    def loaded(self) -> bool:
+        """Every resource, the policy ConfigMap and the Velero ConfigMap it names included, has been listed once."""
+        with self._lock:
+            watches = list(self.watches.values()) + ([self._velero[2]] if self._velero else [])
+        return all(resource_watch.synced for resource_watch in watches)
 
     def readiness(self) -> dict[str, str | None]:
         states = {name: self._check(name)() for name in self.watches}

@@ -3,7 +3,8 @@
 A change lands only when it is valid; otherwise the last good version stays in effect and the problems show in
 `/readyz`, the log and the `storage_affinity_policy_errors` gauge. Deleting the policy ConfigMap (or removing its
 label) reverts to the base policy — the `--policy` file, else the embedded default — so what runs is always
-something an operator can read.
+something an operator can read. A worker that starts while the ConfigMap is invalid applies what its siblings
+have in effect (recorded in the replica's file, `webhook.state.lastgood`); with none, it has no policy and says so.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from rules.velero import config_problems
 from webhook import metrics
 from webhook.runtime import Runtime
 from webhook.state.index import ClusterIndex
+from webhook.state.lastgood import ReplicaPolicy
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +80,33 @@ class PolicyConfigMapSink:
         name: str,
         base: tuple[Policy, str],
         on_policy: Callable[[Policy], None] = lambda policy: None,
+        replica: ReplicaPolicy | None = None,
     ) -> None:
         self.runtime, self.board, self.namespace, self.name = runtime, board, namespace, name
         self.base = base
         self.on_policy = on_policy
+        self.replica = replica
         self.source = f"ConfigMap {namespace}/{name}"
         self._seen: Any = None  # the data last acted on, so a re-list of the same ConfigMap is a no-op
+
+    def adopt(self) -> None:
+        """Before the first list: what the replica's other workers have in effect, else no policy yet (never the
+        base policy, which applies only once the ConfigMap is known to be absent)."""
+        kept = self.replica.load() if self.replica is not None else None
+        if kept is None:
+            self.runtime.lack_policy(f"{self.source} not read yet")
+            return
+        if kept.data is None:
+            policy, source = self.base
+        else:
+            try:
+                policy, source = policy_from_config_map({"data": kept.data}, self.source), self.source
+            except PolicyError as error:  # written by a worker that accepted it: only a damaged file gets here
+                log.error("ignoring the recorded policy: %s", error)
+                self.runtime.lack_policy(f"{self.source} not read yet")
+                return
+        self.runtime.set_policy(policy, source)
+        log.info("until %s is read, applying the policy in effect in this replica (%s)", self.source, source)
 
     def replace(self, objects: Iterable[Json]) -> None:
         objects = list(objects)
@@ -116,10 +139,14 @@ class PolicyConfigMapSink:
         try:
             policy = policy_from_config_map(obj, self.source)
         except PolicyError as error:
+            if self.runtime.policy_missing is not None:
+                self.runtime.lack_policy(f"{self.source} is invalid and this replica has had no valid policy from it")
             self.board.set(self.source, error.problems)
             return
         self.runtime.set_policy(policy, self.source)
         log.info("policy loaded from %s", self.source)
+        if self.replica is not None:
+            self.replica.save(dict(data or {}))
         self.board.set(self.source, [], republish=True)
         self.on_policy(policy)
 
@@ -134,6 +161,8 @@ class PolicyConfigMapSink:
         policy, source = self.base
         self.runtime.set_policy(policy, source)
         log.warning("%s %s: using the base policy (%s)", self.source, why, source)
+        if self.replica is not None:
+            self.replica.save(None)
         self.board.set(self.source, [], republish=True)
         self.on_policy(policy)
 
