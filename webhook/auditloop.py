@@ -1,9 +1,9 @@
 """The audit inside `serve`: every `--audit-interval` seconds, on the cluster state the server already holds.
 
 It reads the in-memory index (no extra API load) and publishes `storage_affinity_audit_findings{family,namespace}`
-and `storage_affinity_audit_last_run_timestamp_seconds`. One worker of a replica audits: the one holding an
-advisory lock on a file in the replica's metrics directory (the lock goes with a dead worker, and a sibling takes
-over at its next turn). The audit yields to the worker's other greenlets every few milliseconds, so reviews keep
+and `storage_affinity_audit_last_run_timestamp_seconds`. One worker of a server audits: the one holding an
+advisory lock on a file in the directory its workers share (the lock goes with a dead worker, and a sibling
+takes over at its next turn). The audit yields to the worker's other greenlets every few milliseconds, so reviews keep
 being answered while 100,000 pods are audited.
 """
 
@@ -57,8 +57,8 @@ class AuditLoop:
 
     def _loop(self) -> None:
         while not self._stopped.wait(self.interval):
-            if not self._leader():
-                continue
+            if self.runtime.unavailable() is not None or not self._leader():
+                continue  # no valid policy yet: nothing to audit against
             try:
                 self.run_once()
             except Exception:  # a failed audit must not end the loop (or the worker)

@@ -50,4 +50,14 @@ def _live_runtime(settings: Settings, policy: Policy, source: str) -> Runtime:
 
 def build_app(settings: Settings) -> Flask:
     runtime = build_runtime(settings)
+    if settings.audit_interval > 0:
+        _start_audit(runtime, settings)
     return create_app(runtime, max_body=settings.max_body, trivial_endpoint=settings.trivial_endpoint)
+
+
+def _start_audit(runtime: Runtime, settings: Settings) -> None:
+    """The periodic audit on the state this worker holds; one worker of the server runs it (a lock file)."""
+    from webhook.auditloop import AuditLoop, index_objects, lock_path
+
+    lock = settings.replica_dir / "audit.lock" if settings.replica_dir is not None else lock_path()
+    AuditLoop(runtime, index_objects(runtime.view), settings.audit_interval, lock).start()

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from webhook import selfcerts
+from webhook.settings import default
 
 EXIT_ALLOWED, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -28,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the HTTPS admission server (gunicorn, gevent workers)")
-    serve.add_argument("--bind", default="127.0.0.1:8443", help="address:port to listen on")
+    serve.add_argument("--bind", default=default("bind"), help="address:port to listen on (default %(default)s)")
     serve.add_argument("--cert", required=True, type=Path, help="serving certificate (PEM)")
     serve.add_argument("--key", required=True, type=Path, help="serving key (PEM)")
     serve.add_argument("--policy", type=Path, help="policy file: a bare policy document or a ConfigMap")
@@ -47,25 +48,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--policy-configmap",
-        default="storage-affinity-policy",
+        default=default("policy_configmap"),
         metavar="NAME",
         help="policy ConfigMap in --namespace, labelled storage-affinity.io/policy=true, reloaded on change "
-        "(live state only; default storage-affinity-policy)",
+        "(live state only; default %(default)s)",
     )
     serve.add_argument(
         "--lookup-timeout",
         type=float,
-        default=1.0,
+        default=default("lookup_timeout"),
         metavar="SECONDS",
-        help="budget of the one API GET made on a cache miss (default 1; keep it well under timeoutSeconds)",
+        help="budget of the one API GET made on a cache miss (default %(default)s; keep it well under timeoutSeconds)",
     )
     serve.add_argument(
         "--start-timeout",
         type=float,
-        default=30.0,
+        default=default("start_timeout"),
         metavar="SECONDS",
         help="live state: a worker accepts connections once its first lists and the policy are loaded, or after "
-        "this long with /readyz saying what is missing (default 30; keep it under the liveness probe's window)",
+        "this long with /readyz saying what is missing (default %(default)s; keep it under the liveness window)",
     )
     serve.add_argument(
         "--namespace",
@@ -75,22 +76,33 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--workers",
         type=int,
-        default=1,
-        help="gunicorn worker processes (default 1: each lists and watches the whole cluster; scale with replicas)",
+        default=default("workers"),
+        help="gunicorn worker processes (default %(default)s: each lists and watches the whole cluster; scale with "
+        "replicas)",
     )
-    serve.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="largest accepted body")
+    serve.add_argument(
+        "--max-body-bytes", type=int, default=default("max_body"), help="largest accepted body (default %(default)s)"
+    )
     serve.add_argument(
         "--graceful-timeout",
         type=int,
-        default=25,
-        help="seconds in-flight reviews get to finish on SIGTERM (default 25)",
+        default=default("graceful_timeout"),
+        help="seconds in-flight reviews get to finish on SIGTERM (default %(default)s)",
     )
     serve.add_argument(
         "--trivial-endpoint",
         action="store_true",
         help="also serve POST /allow, which parses a review and allows it (benchmark floor)",
     )
-    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--audit-interval",
+        type=float,
+        default=default("audit_interval"),
+        metavar="SECONDS",
+        help="audit the objects in the state the server holds this often, into the audit metrics (default "
+        "%(default)s; 0 turns it off)",
+    )
+    serve.add_argument("--log-level", default=default("log_level"), choices=["debug", "info", "warning", "error"])
 
     serve.add_argument(
         "--cert-mode",
@@ -198,6 +210,9 @@ def _serve_files(args: argparse.Namespace) -> int:
         if not path.is_file():
             print(f"storage-affinity-webhook: {path}: no such file", file=sys.stderr)
             return EXIT_BAD_INPUT
+    if args.audit_interval < 0:
+        print(f"storage-affinity-webhook: --audit-interval {args.audit_interval:g}: 0 (off) or more", file=sys.stderr)
+        return EXIT_BAD_INPUT
     live = not args.cluster
     if live and (problem := _live_problem(args)):
         print(f"storage-affinity-webhook: {problem}", file=sys.stderr)
@@ -220,6 +235,7 @@ def _serve_files(args: argparse.Namespace) -> int:
             policy_configmap=args.policy_configmap,
             lookup_timeout=args.lookup_timeout,
             start_timeout=args.start_timeout,
+            audit_interval=args.audit_interval,
         )
     )
     return 0

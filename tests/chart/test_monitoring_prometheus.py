@@ -15,7 +15,6 @@ import contextlib
 import itertools
 import math
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ from tests.e2e.server import Server, free_port, running_server
 from tests.hardening.hostile import encode, review
 from tests.state.fakeapi import FakeKubeAPI, Request, running_fake_api
 from tests.state.objects import node, pod, policy_map, pv, pvc, storage_class
-from tests.support import EXAMPLES, ROOT, load_yaml
+from tests.support import EXAMPLES, load_yaml
 
 pytestmark = pytest.mark.e2e
 
@@ -59,24 +58,9 @@ SERVICE, NAMESPACE = "saw", "saw-system"
 JOB = SERVICE  # the Prometheus Operator's job label: the Service name
 VALUES: dict[str, Any] = {"fullnameOverride": SERVICE, "monitoring": MONITORING}
 AUDIT_FINDINGS = "storage_affinity_audit_findings"
-AUDIT_METRICS = {AUDIT_FINDINGS, "storage_affinity_audit_last_run_timestamp_seconds"}
 LATENCY_ALERT = "StorageAffinityWebhookLatencyNearTimeout"
 DEADLINE = 45.0  # seconds for any one thing Prometheus must see; it scrapes and evaluates every second
 _names = itertools.count()
-
-
-def _serve_help() -> str:
-    command = [sys.executable, "-m", "webhook", "serve", "--help"]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=True).stdout
-
-
-# The audit that fills the audit metrics runs inside `serve` once it has --audit-interval; this test then passes it
-# and seeds a pod the audit must report. Until then the checks over the audit metrics must fail (strict), and they
-# become plain checks the moment the option exists.
-SERVE_AUDITS = "--audit-interval" in _serve_help()
-NO_AUDIT = pytest.mark.xfail(
-    not SERVE_AUDITS, reason="serve has no --audit-interval yet: the audit metrics have no samples", strict=True
-)
 
 
 def _latency_threshold(groups: list[dict[str, Any]]) -> float:
@@ -85,35 +69,12 @@ def _latency_threshold(groups: list[dict[str, Any]]) -> float:
     return float(ratio) * float(timeout)
 
 
-def _histogram_top_bucket() -> float:
-    from webhook.metrics import DURATION
-
-    return max(b for b in DURATION._upper_bounds if not math.isinf(b))
-
-
 GROUPS = one(render(VALUES, namespace=NAMESPACE), "PrometheusRule")["spec"]["groups"]
-LATENCY_OUT_OF_RANGE = pytest.mark.xfail(
-    _histogram_top_bucket() <= _latency_threshold(GROUPS),
-    reason="storage_affinity_admission_duration_seconds has no bucket above the default latency threshold",
-    strict=True,
-)
-
-
-def _params(queries: list[Query], failing_without_audit: set[str]) -> list[Any]:
-    """Test parameters; those naming one of `failing_without_audit` are expected to fail until serve audits."""
-    return [
-        pytest.param(q, id=q.where, marks=[NO_AUDIT] if metric_names(q.expr) & failing_without_audit else [])
-        for q in queries
-    ]
-
-
 _BOARD = dashboard()
 ALL_QUERIES = [*dashboard_queries(_BOARD, JOB), *variable_queries(_BOARD), *alert_queries(GROUPS)]
-# In multiprocess mode a labelled metric without a sample is not exported at all; the unlabelled
-# storage_affinity_audit_last_run_timestamp_seconds always is (0 until an audit ran).
-NAMED = _params(ALL_QUERIES, {AUDIT_FINDINGS})
-PANELS = _params(dashboard_queries(_BOARD, JOB), AUDIT_METRICS)
-ALERTS = _params(alert_queries(GROUPS), AUDIT_METRICS)
+NAMED = [pytest.param(q, id=q.where) for q in ALL_QUERIES]
+PANELS = [pytest.param(q, id=q.where) for q in dashboard_queries(_BOARD, JOB)]
+ALERTS = [pytest.param(q, id=q.where) for q in alert_queries(GROUPS)]
 
 
 @dataclass
@@ -268,8 +229,7 @@ def _drive(scraped: Scraped, api: FakeKubeAPI, session: requests.Session) -> Non
     until(lambda: scraped.query('storage_affinity_admission_requests_total{outcome="denied"}'), "a denial scraped")
     until(lambda: scraped.query("storage_affinity_bad_requests_total"), "a refused body scraped")
     until(lambda: scraped.query("storage_affinity_certificate_expiry_timestamp_seconds > 0"), "the certificate read")
-    if SERVE_AUDITS:
-        until(lambda: scraped.query(f"{AUDIT_FINDINGS} > 0"), "the audit's findings scraped")
+    until(lambda: scraped.query(f"{AUDIT_FINDINGS} > 0"), "the audit's findings scraped")
     scraped.exposition = session.get(server.url + "/metrics", timeout=10).text
 
     api.stop()  # every watch is cut and cannot reconnect
@@ -293,14 +253,16 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
         pvc("data"),
         pv("pv-data"),
         pod("db-0", node="n1"),
-        policy_map("coScheduling: {placement: somewhere}\n", namespace=NAMESPACE),  # refused: not a placement
+        policy_map("coScheduling: {placement: nodeName}\n", namespace=NAMESPACE),
         _contradiction("team-a"),  # for the audit
     ]
-    audit = ("--audit-interval", "1") if SERVE_AUDITS else ()
+    audit = ("--audit-interval", "1")
     with running_fake_api(*seed) as api:
         kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
         args = ("--kubeconfig", str(kubeconfig), "--lookup-timeout", "0.5", *audit)
         with running_server(tmp, *args, certs=certs) as server, server.session() as session:
+            # a policy change refused (not a placement): the last good policy stays in effect
+            api.update(policy_map("coScheduling: {placement: somewhere}\n", namespace=NAMESPACE))
             target = server.url.removeprefix("https://").replace("localhost", "127.0.0.1")
             config = {
                 "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
@@ -387,10 +349,9 @@ def test_rules_load_and_evaluate_without_errors(scraped: Scraped) -> None:
         ),
         ("StorageAffinityWebhookPolicyRefused", lambda a: float(a["value"]) >= 1),
         ("StorageAffinityWebhookCacheNotSynced", lambda a: a["labels"]["resource"]),
-        pytest.param(
+        (
             "StorageAffinityWebhookAuditFindings",
             lambda a: a["labels"]["namespace"] == "team-a" and float(a["value"]) >= 1,
-            marks=NO_AUDIT,
         ),
     ],
 )
@@ -412,7 +373,6 @@ def test_admission_series_keep_the_webhook_endpoint_label(scraped: Scraped) -> N
     assert found == {"mutate", "validate"}
 
 
-@LATENCY_OUT_OF_RANGE
 def test_latency_threshold_is_inside_the_histogram(scraped: Scraped) -> None:
     bounds = {float(s["le"]) for s in scraped.series("storage_affinity_admission_duration_seconds_bucket")}
     top = max(b for b in bounds if not math.isinf(b))

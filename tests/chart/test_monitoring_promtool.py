@@ -14,8 +14,8 @@ from monitoring_helpers import alerts, merged, rule_groups, tool, write_rules
 
 TESTS = Path(__file__).with_name("alerts.promtool.yaml")
 
-#: The unit tests' values: timeoutSeconds 2 puts the latency threshold (0.8 x 2 = 1.6 s) inside the webhook's
-#: histogram (top finite bucket 2.5 s). The default threshold against that histogram is the business of
+#: The unit tests' values: their series are written for a latency threshold of 0.8 x 2 = 1.6 s. The default
+#: threshold against the webhook's histogram is the business of
 #: test_monitoring_prometheus.py::test_latency_threshold_is_inside_the_histogram.
 PROMTOOL_VALUES: dict[str, Any] = {"webhook": {"timeoutSeconds": 2}}
 

@@ -192,6 +192,21 @@ def test_a_worker_started_while_the_configmap_is_invalid_applies_what_its_siblin
     eventually(lambda: first.policy.on_lookup_failure == second.policy.on_lookup_failure == "deny")
 
 
+def test_a_worker_that_started_before_its_sibling_recorded_a_policy_adopts_it_when_the_configmap_is_invalid(
+    fake_api: FakeKubeAPI, live: Live, tmp_path: Path
+) -> None:
+    """Both workers boot together; the sibling accepts the policy and records it after this one looked, and the
+    ConfigMap turns invalid before this one reads it: it must apply the sibling's policy, not have none."""
+    with fake_api.holding(lambda r: "configmaps" in r.path and not r.watch):
+        _, late = live(replica=tmp_path)  # looked at the record: nothing yet
+        eventually(lambda: fake_api.held() >= 1, what="its ConfigMap list on its way")
+        assert late.unavailable() is not None
+        ReplicaPolicy(tmp_path).save({"policy.yaml": "enforcement: warn\n"})  # the sibling's acceptance
+        fake_api.create(policy_map({"enforcement": "maybe"}))
+    eventually(late.loaded)
+    assert (late.policy.enforcement, late.policy_source, late.unavailable()) == ("warn", SOURCE, None)
+
+
 def test_the_base_policy_is_what_the_replica_keeps_once_the_configmap_was_deleted(
     fake_api: FakeKubeAPI, live: Live, tmp_path: Path
 ) -> None:

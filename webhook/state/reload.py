@@ -92,10 +92,14 @@ class PolicyConfigMapSink:
     def adopt(self) -> None:
         """Before the first list: what the replica's other workers have in effect, else no policy yet (never the
         base policy, which applies only once the ConfigMap is known to be absent)."""
+        if not self._adopt_kept():
+            self.runtime.lack_policy(f"{self.source} not read yet")
+
+    def _adopt_kept(self) -> bool:
+        """Apply what a sibling recorded as in effect; False when nothing (usable) is recorded."""
         kept = self.replica.load() if self.replica is not None else None
         if kept is None:
-            self.runtime.lack_policy(f"{self.source} not read yet")
-            return
+            return False
         if kept.data is None:
             policy, source = self.base
         else:
@@ -103,10 +107,10 @@ class PolicyConfigMapSink:
                 policy, source = policy_from_config_map({"data": kept.data}, self.source), self.source
             except PolicyError as error:  # written by a worker that accepted it: only a damaged file gets here
                 log.error("ignoring the recorded policy: %s", error)
-                self.runtime.lack_policy(f"{self.source} not read yet")
-                return
+                return False
         self.runtime.set_policy(policy, source)
-        log.info("until %s is read, applying the policy in effect in this replica (%s)", self.source, source)
+        log.info("applying the policy in effect in this replica (%s)", source)
+        return True
 
     def replace(self, objects: Iterable[Json]) -> None:
         objects = list(objects)
@@ -139,7 +143,8 @@ class PolicyConfigMapSink:
         try:
             policy = policy_from_config_map(obj, self.source)
         except PolicyError as error:
-            if self.runtime.policy_missing is not None:
+            # A sibling may have put a policy in effect (and recorded it) after this worker started.
+            if self.runtime.policy_missing is not None and not self._adopt_kept():
                 self.runtime.lack_policy(f"{self.source} is invalid and this replica has had no valid policy from it")
             self.board.set(self.source, error.problems)
             return
