@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import handler, load, report, servers, workload
+from bench import audit, handler, load, report, servers, workload
 from bench.report import RESULTS, step
 from tests.e2e.server import issue_certs
 from webhook.policyfile import load_policy_file
@@ -75,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
 
         step("cluster size sweep (live state through list+watch)")
         result["sizes"] = size_sweep(tmp, certs, clusters, files, seconds)
+
+        step(f"/mutate while the server audits {sizes[-1]:,} pods")
+        result["audit"] = audit.measure(
+            tmp, certs, clusters[sizes[-1]], files["mover"], seconds=20 if args.quick else 60, interval=20, rate=200
+        )
 
     result["duration_s"] = round(time.time() - started, 1)
     result["targets"] = targets(result)
@@ -245,6 +250,12 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             0,
         ),
         t("fixed 300/s: /mutate p99 vs trivial", r["fixed_rate"]["p99_ratio"], 2, unit="×"),
+        t(
+            f"/mutate p99 during an audit of {largest:,} pods vs idle",
+            r["audit"]["p99_ratio"] if r["audit"]["p99_ratio"] is not None else float("inf"),
+            1.5,
+            unit="×",
+        ),
     ]
 
 

@@ -73,7 +73,14 @@ def static_server(tmp: Path, certs: Path, cluster: Path, policy: Path) -> Iterat
 
 @contextlib.contextmanager
 def live_server(
-    tmp: Path, certs: Path, objects: list[Json], policy: Path, name: str, *, workers: int = 2
+    tmp: Path,
+    certs: Path,
+    objects: list[Json],
+    policy: Path,
+    name: str,
+    *,
+    workers: int = 2,
+    extra: tuple[str, ...] = (),
 ) -> Iterator[Running]:
     """State listed and watched from an API server holding `objects` (the same ingest path as production)."""
     tmp.mkdir(parents=True)
@@ -82,7 +89,7 @@ def live_server(
     api.start()
     try:
         kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
-        args = ("--kubeconfig", str(kubeconfig), "--policy", str(policy), "--trivial-endpoint")
+        args = ("--kubeconfig", str(kubeconfig), "--policy", str(policy), "--trivial-endpoint", *extra)
         with running_server(tmp, *args, workers=workers, certs=certs, ready_timeout=180, cpus=SERVER_CPUS) as server:
             yield Running(server, name, api)
     finally:

@@ -1,0 +1,114 @@
+"""`python -m bench.audit`: does the audit inside `serve` slow admission? p99 of `/mutate` while 100,000 pods are
+audited, against the p99 of the same run's requests while no audit runs.
+
+One server (one worker, the default) on live state from the fake API, `--audit-interval` short enough that the
+run sees several audits; hey sends mover reviews at a fixed rate and records every request's time (CSV). Each
+request is classed by the server's own log: during an audit (between its start and end lines) or idle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bench import servers, workload
+from bench.report import RESULTS, machine, step
+from tests.e2e.hey import hey_binary
+from tests.e2e.server import issue_certs
+
+_LOG_TIME = re.compile(r"^\[(?P<at>[^\]]+)\] \[\d+\] \[INFO\] webhook\.auditloop: audit: (?P<what>.*)$")
+_FINISHED = re.compile(r"(?P<objects>\d+) objects, (?P<findings>\d+) findings, in (?P<seconds>[\d.]+) s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.audit", description=__doc__)
+    parser.add_argument("--pods", type=int, default=100_000)
+    parser.add_argument("--seconds", type=float, default=60.0, help="length of the load run")
+    parser.add_argument("--interval", type=float, default=20.0, help="the server's --audit-interval")
+    parser.add_argument("--rate", type=int, default=200, help="mover reviews per second")
+    parser.add_argument("--keep", metavar="NAME", help="also write bench/results/NAME.json")
+    args = parser.parse_args(argv)
+    if servers.CLIENT_CPUS:
+        os.sched_setaffinity(0, servers.CLIENT_CPUS)
+    with tempfile.TemporaryDirectory(prefix="saw-audit-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        certs = tmp / "certs"
+        issue_certs(certs)
+        body = tmp / "mover.json"
+        body.write_bytes(workload.review_bodies()["mover"])
+        step(f"audit under load, {args.pods:,} pods")
+        objects = workload.base_objects() + workload.bulk_objects(args.pods)
+        result = measure(tmp, certs, objects, body, seconds=args.seconds, interval=args.interval, rate=args.rate)
+    result = {"machine": machine(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **result}
+    text = json.dumps(result, indent=2) + "\n"
+    if args.keep:
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / f"{args.keep}.json").write_text(text)
+    print(text)
+    return 0
+
+
+def measure(
+    tmp: Path, certs: Path, objects: list[Any], body: Path, *, seconds: float, interval: float, rate: int
+) -> dict[str, Any]:
+    extra = ("--audit-interval", f"{interval:g}")
+    with servers.live_server(tmp / "live", certs, objects, workload.POLICY, "audit", workers=1, extra=extra) as srv:
+        connections = 8
+        command = [hey_binary(), "-z", f"{seconds:g}s", "-c", str(connections), "-q", str(max(1, rate // connections))]
+        command += ["-m", "POST", "-T", "application/json", "-D", str(body), "-o", "csv", srv.url("mutate")]
+        started = time.time()
+        out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=seconds + 60).stdout
+        audits = _audits(srv.server.log.read_text())
+    requests = [
+        (started + float(r["offset"]), float(r["response-time"]) * 1000, r["status-code"])
+        for r in csv.DictReader(io.StringIO(out))
+    ]
+    during = [ms for at, ms, _ in requests if any(a + 0.5 <= at <= b - 0.5 for a, b, _ in audits)]
+    idle = [ms for at, ms, _ in requests if not any(a - 1.5 <= at <= b + 1.5 for a, b, _ in audits)]
+    errors = sum(1 for _, _, status in requests if status != "200")
+    return {
+        "pods": sum(1 for o in objects if o.get("kind") == "Pod"),
+        "rate": rate,
+        "seconds": seconds,
+        "audits": [{"seconds": round(b - a, 1), "objects": n} for a, b, n in audits],
+        "requests": len(requests),
+        "errors": errors,
+        "during_audit": _percentiles(during),
+        "idle": _percentiles(idle),
+        "p99_ratio": round(_p(during, 99) / _p(idle, 99), 2) if during and idle else None,
+    }
+
+
+def _audits(log: str) -> list[tuple[float, float, int]]:
+    """(start, end, objects) of every audit the log reports (its lines carry the end time and the duration)."""
+    found = []
+    for line in log.splitlines():
+        match = _LOG_TIME.match(line)
+        done = _FINISHED.search(match["what"]) if match else None
+        if match and done:
+            end = datetime.strptime(match["at"], "%Y-%m-%d %H:%M:%S %z").timestamp() + 0.5  # the log has seconds
+            found.append((end - float(done["seconds"]), end, int(done["objects"])))
+    return found
+
+
+def _p(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100)[q - 1] if len(values) >= 2 else (values[0] if values else 0.0)
+
+
+def _percentiles(values: list[float]) -> dict[str, Any]:
+    return {"requests": len(values), "p50_ms": round(_p(values, 50), 2), "p99_ms": round(_p(values, 99), 2)}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
