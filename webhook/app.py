@@ -18,6 +18,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from rules import pipeline
 from rules.context import BadObject
+from rules.echo import escaped
 from rules.model import Decision
 from webhook import metrics
 from webhook.codec import AdmissionRequest, ReviewError, build_response, decode_review
@@ -142,4 +143,5 @@ def _outcome(document: dict[str, object]) -> str:
 
 
 def _error(message: str, status: int) -> Response:
-    return Response(message.rstrip() + "\n", status, mimetype="text/plain")
+    """A plain-text error; the paths and values it quotes come from the body, so control characters are escaped."""
+    return Response(escaped(message.rstrip()) + "\n", status, mimetype="text/plain")
