@@ -51,7 +51,8 @@ fmt: $(STAMP) ## format and autofix
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-unit: $(STAMP) ## run the tests only (no lint, no chart)
+unit: $(STAMP) ## run the tests only (no lint, no chart; the docs tests render `helm install` commands)
+	scripts/install-helm.sh >/dev/null
 	$(BIN)/python -m pytest --ignore=tests/chart $(PYTEST_ARGS)
 
 chart: $(STAMP) monitoring-tools ## render, lint and check the chart in every mode, its alerts and dashboard (installs helm)

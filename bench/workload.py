@@ -13,8 +13,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from rules.documents import iter_objects, load_documents
 from rules.model import Json
+from rules.safeload import iter_objects, load_documents
 from tests.support import admission_review
 
 ROOT = Path(__file__).resolve().parent.parent

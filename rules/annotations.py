@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rules.documents import JsonError, load_json
-from rules.echo import clip
-from rules.loadaffinity_config import load_affinity_problems
+from rules.kube.names import dns1123_subdomain_error
+from rules.loadaffinity.entries import load_affinity_problems
 from rules.model import PREFIX
-from rules.names import dns1123_subdomain_error
+from rules.quoting import clip
+from rules.safeload import JsonError, load_json
 from rules.suggest import unknown_field
 
 ROLE = PREFIX + "role"

@@ -17,11 +17,11 @@ from typing import Any
 import jsonpatch
 
 from rules import pipeline
-from rules.anchors import name_of, plan
 from rules.cluster import ClusterView
 from rules.context import BadObject, PodTarget
+from rules.coscheduling.anchors import name_of, plan
+from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
 from rules.model import Decision, Json, Subject
-from rules.nodeaffinity import pod_fits_node, required_node_affinity
 from rules.policy import Policy
 
 #: The kinds the audit reviews; every other object is read as cluster state only.

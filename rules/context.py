@@ -69,5 +69,6 @@ class Context:
     def audit(self, key: str, value: str) -> None:
         self.decision.audit[key] = value
 
-    def find(self, path: str, message: str, family: str, severity: Severity = Severity.DENY) -> None:
+    def report(self, path: str, message: str, family: str, severity: Severity = Severity.DENY) -> None:
+        """A finding about `path`; the pipeline applies enforcement to it afterwards."""
         self.decision.findings.append(Finding(path, message, family, severity))

@@ -2,13 +2,13 @@
 
 Every finding goes into one message, numbered, each with its field path, up to a size bound after which the
 rest are counted: hostile input (100,000 bad list items, a 1 MB key) must not make a megabyte answer. Input
-quoted in it is escaped (rules/echo.py).
+quoted in it is escaped (rules/quoting.py).
 """
 
 from __future__ import annotations
 
-from rules.echo import clip, escaped
 from rules.model import Decision
+from rules.quoting import clip, escaped
 
 PREFIX = "storage-affinity-webhook denied"
 FIELD_LIMIT = 400  # a valid annotation key is at most 317 characters

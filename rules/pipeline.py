@@ -14,11 +14,11 @@ from typing import Any
 from rules import registry
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, Context, PodTarget
+from rules.kube.shapes import object_problems
 from rules.model import Decision, Finding, Severity, Subject
 from rules.patch import PatchBuilder
 from rules.policy import Policy
 from rules.roles import classify
-from rules.shape import object_problems
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def _checked(ctx: Context) -> bool:
         if problems.types:
             raise BadObject(problems.types, source)
         for path, message in problems.values:
-            ctx.find(path, message, "object")
+            ctx.report(path, message, "object")
     return not ctx.decision.findings
 
 
@@ -126,7 +126,7 @@ def _run(ctx: Context, rule: Callable[[Context, Any], None], target: Any, *, mut
         if mutating:
             ctx.warn(f"storage-affinity-webhook admitted this unchanged: {why}")
         else:
-            ctx.find("", f"{why}: the object could not be checked", RULE_ERROR)
+            ctx.report("", f"{why}: the object could not be checked", RULE_ERROR)
         return False
     return True
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import jsonschema
 
-from rules.documents import DocumentError, load_documents
-from rules.echo import clip
-from rules.loadaffinity_config import load_affinity_problems
+from rules.kube.names import dns1123_label_error, dns1123_subdomain_error
+from rules.kube.selectors import Problem, selector_problems, type_name
+from rules.loadaffinity.entries import load_affinity_problems
 from rules.model import Json
-from rules.names import dns1123_label_error, dns1123_subdomain_error
-from rules.selectors import Problem, selector_problems, type_name
+from rules.quoting import clip
+from rules.safeload import DocumentError, load_documents
 from rules.suggest import unknown_field
 
 POLICY_KEY = "policy.yaml"

@@ -8,31 +8,36 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rules import coschedule, coschedule_check, disk, loadaffinity, loadaffinity_validation, placement
+from rules.checks.annotations import own_annotations
+from rules.checks.disk import disk_annotations
+from rules.checks.placement import placement_consistency
+from rules.checks.policy import policy_config_map
 from rules.context import Context, PodTarget
+from rules.coscheduling.mutation import mutate_mover
+from rules.coscheduling.validation import check_co_scheduling
+from rules.loadaffinity.mutation import mutate_backup, mutate_restore
+from rules.loadaffinity.validation import load_affinity_annotations, policy_config_map_cluster, velero_config_map
 from rules.model import Json
-from rules.own_annotations import own_annotations
-from rules.policy_check import policy_config_map
 
 Rule = Callable[[Context, PodTarget], None]
 ConfigMapRule = Callable[[Context, Json], None]
 
 MUTATORS: dict[str, Rule] = {
-    "mover": coschedule.mutate_mover,
-    "backup": loadaffinity.mutate_backup,
-    "restore": loadaffinity.mutate_restore,
+    "mover": mutate_mover,
+    "backup": mutate_backup,
+    "restore": mutate_restore,
 }
 
 POD_VALIDATORS: list[Rule] = [
     own_annotations,
-    coschedule_check.check_co_scheduling,
-    loadaffinity_validation.load_affinity_annotations,
-    disk.disk_annotations,
-    placement.placement_consistency,
+    check_co_scheduling,
+    load_affinity_annotations,
+    disk_annotations,
+    placement_consistency,
 ]
 
 CONFIG_MAP_VALIDATORS: list[ConfigMapRule] = [
     policy_config_map,
-    loadaffinity_validation.velero_config_map,
-    loadaffinity_validation.policy_config_map_cluster,
+    velero_config_map,
+    policy_config_map_cluster,
 ]

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rules.kube.selectors import selector_matches
 from rules.model import PREFIX
 from rules.policy import ROLES, Policy
-from rules.selectors import selector_matches
 
 ROLE_ANNOTATION = PREFIX + "role"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"

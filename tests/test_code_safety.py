@@ -14,7 +14,7 @@ import pytest
 from tests.support import ROOT
 
 PACKAGES = ("rules", "webhook", "certs")
-SAFE_LOADERS = {"SafeLoader", "CSafeLoader", "_JsonTypesLoader"}  # _JsonTypesLoader: rules/documents.py, a SafeLoader
+SAFE_LOADERS = {"SafeLoader", "CSafeLoader", "_JsonTypesLoader"}  # _JsonTypesLoader: rules/safeload.py, a SafeLoader
 UNSAFE_MODULES = {"pickle", "cPickle", "marshal", "shelve", "dill"}
 UNSAFE_CALLS = {"eval", "exec", "compile", "__import__", "os.system", "os.popen", "yaml.unsafe_load", "yaml.full_load"}
 YAML_LOADS = {"yaml.load", "yaml.load_all"}
@@ -77,7 +77,7 @@ def test_packages_have_no_unsafe_loading_evaluation_or_shell() -> None:
 def test_the_json_types_loader_is_a_safe_loader() -> None:
     import yaml
 
-    from rules.documents import _JsonTypesLoader
+    from rules.safeload import _JsonTypesLoader
 
     assert issubclass(_JsonTypesLoader, yaml.SafeLoader)
 

@@ -18,8 +18,8 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from rules import pipeline
 from rules.context import BadObject
-from rules.echo import escaped
 from rules.model import Decision
+from rules.quoting import escaped
 from webhook import metrics
 from webhook.codec import AdmissionRequest, ReviewError, build_response, decode_review
 from webhook.runtime import Runtime

@@ -16,9 +16,9 @@ from typing import Any, TextIO
 import yaml
 
 from rules.audit import ObjectAudit, audit_objects
-from rules.documents import iter_objects, load_documents
 from rules.model import Json
 from rules.policy import Policy
+from rules.safeload import iter_objects, load_documents
 from webhook.state.index import ClusterIndex, bulk_ingest
 from webhook.state.static import load_static_state
 

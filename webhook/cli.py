@@ -242,8 +242,8 @@ def _serve_files(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from rules.documents import DocumentError
     from rules.policy import PolicyError
+    from rules.safeload import DocumentError
     from webhook import audit
     from webhook.policyfile import load_policy_file
 
@@ -303,8 +303,8 @@ def _live_problem(args: argparse.Namespace) -> str | None:
 
 def _review(args: argparse.Namespace) -> int:
     from rules.context import BadObject
-    from rules.documents import DocumentError, load_documents
     from rules.policy import PolicyError
+    from rules.safeload import DocumentError, load_documents
     from webhook.codec import ReviewError
     from webhook.policyfile import load_policy_file
     from webhook.review import as_request, review

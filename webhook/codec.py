@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rules.documents import NESTED_TOO_DEEPLY, JsonError, load_json
-from rules.echo import escaped
 from rules.messages import denial_message
 from rules.model import Decision, Json, Subject
+from rules.quoting import escaped
+from rules.safeload import NESTED_TOO_DEEPLY, JsonError, load_json
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 WARNING_LIMIT = 120
@@ -61,7 +61,7 @@ class AdmissionRequest:
 
 def decode_review(body: bytes) -> AdmissionRequest:
     """The request of an AdmissionReview body, or ReviewError (HTTP 400) naming what is wrong. Strict JSON only:
-    the transport's half of the typed boundary (the object's fields are checked in rules/shape.py)."""
+    the transport's half of the typed boundary (the object's fields are checked in rules/kube/shapes.py)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:

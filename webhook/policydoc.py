@@ -7,7 +7,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from rules.documents import load_documents
+from rules.safeload import load_documents
 
 HEADER = """# Policy reference
 

@@ -13,10 +13,10 @@ import jsonpatch
 
 from rules import pipeline
 from rules.cluster import ClusterView
-from rules.echo import escaped
 from rules.messages import denial_message
 from rules.model import Json
 from rules.policy import Policy
+from rules.quoting import escaped
 from webhook.codec import AdmissionRequest, ReviewError, request_from_document
 
 OFFLINE_UID = "offline-review"

@@ -93,7 +93,7 @@ def test_the_docs_show_commands_and_none_outside_console_blocks() -> None:
 
 
 def _env() -> dict[str, str]:
-    path = os.pathsep.join([str(ROOT / ".venv" / "bin"), str(ROOT / ".tools"), os.environ.get("PATH", "")])
+    path = os.pathsep.join([str(ROOT / ".venv" / "bin"), str(ROOT / ".tools" / "bin"), os.environ.get("PATH", "")])
     return {**os.environ, "PATH": path}
 
 
@@ -117,9 +117,8 @@ def _check_files(command: Command) -> None:
 
 
 def _helm() -> str:
-    found = shutil.which("helm", path=str(ROOT / ".tools")) or shutil.which("helm")
-    if found is None:
-        pytest.skip("helm is installed by `make chart` (scripts/install-helm.sh)")
+    found = shutil.which("helm", path=str(ROOT / ".tools" / "bin"))
+    assert found, "no helm in .tools/bin: `make unit` and `make chart` install it (scripts/install-helm.sh)"
     return found
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from rules.documents import iter_objects, load_documents
 from rules.policy import default_policy
+from rules.safeload import iter_objects, load_documents
 from tests.e2e.server import Server, running_server
 from tests.state.fakeapi import running_fake_api
 from tests.support import EXAMPLES, admission_review, load_yaml, validate_strict

@@ -1,6 +1,7 @@
 """What the mutating webhook may change in a user's object, and a checker that lists every other change.
 
-The owned fields (DESIGN §4 and §5; rules/coschedule.py, rules/loadaffinity.py write exactly these):
+The owned fields (docs/design.md sections 4 and 5; rules/coscheduling/mutation.py and
+rules/loadaffinity/mutation.py write exactly these):
 - `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`: replaced whole; the result may
   only narrow the nodes the pod admits (checked separately by `loosened_on`), except when the webhook takes back
   its own pin copied from a Job template (`co-scheduled-with` already present);
@@ -17,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rules.annotations import CO_SCHEDULED_WITH, LOAD_AFFINITY_APPLIED
-from rules.nodeaffinity import HOSTNAME_LABEL, pod_fits_node
+from rules.kube.nodeaffinity import HOSTNAME_LABEL, pod_fits_node
 
 Path = tuple[str, ...]
 

@@ -15,7 +15,6 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from rules import disk
 from rules.annotations import (
     CO_SCHEDULE_WITH,
     CO_SCHEDULED_WITH,
@@ -25,6 +24,7 @@ from rules.annotations import (
     ROLE,
     STORAGE_CLASS,
 )
+from rules.checks import disk
 from rules.model import Json
 from rules.policy import POLICY_KEY, POLICY_LABEL
 

@@ -8,9 +8,9 @@ from typing import Any
 import yaml
 from hypothesis import given
 
+from rules.loadaffinity.velero import VeleroConfigError, read_config
 from rules.model import Json
 from rules.policy import Policy, PolicyError, parse_policy_text, policy_from_config_map, policy_from_document
-from rules.velero import VeleroConfigError, read_config
 from tests.fuzz import strategies as s
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from rules import pipeline
-from rules.disk import split_list
+from rules.checks.disk import split_list
 from rules.model import Json
 from tests.support import DATA, load_yaml, policy, subject, validate_strict, view_from
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.nodeaffinity import and_terms, simplify, terms_imply
+from rules.kube.nodeaffinity import and_terms, simplify, terms_imply
 
 
 def req(key: str, *values: object, operator: str = "In") -> dict[str, object]:

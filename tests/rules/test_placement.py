@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from rules import pipeline
+from rules.checks.placement import LocalVolume, bound_pv_required_terms
+from rules.kube.nodeaffinity import pod_fits_node, terms_match, volume_terms_match
 from rules.model import Json
-from rules.nodeaffinity import pod_fits_node, terms_match, volume_terms_match
-from rules.placement import LocalVolume, bound_pv_required_terms
 from tests.support import DATA, load_yaml, mutate_checked, policy, subject, validate_strict, view_from
 
 AFFINITY = load_yaml(DATA / "placement" / "node_affinity.yaml")

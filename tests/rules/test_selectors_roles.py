@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
+from rules.kube.selectors import selector_matches, selector_problems
 from rules.roles import classify
-from rules.selectors import selector_matches, selector_problems
 from tests.support import DATA, load_yaml, policy
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from rules import pipeline
+from rules.loadaffinity.velero import VeleroConfigError, config_document, read_config
 from rules.messages import denial_message
 from rules.model import Json
-from rules.velero import VeleroConfigError, config_document, read_config
 from tests.support import DATA, EXAMPLES, load_yaml, policy, subject, view_from
 
 TABLE = load_yaml(DATA / "loadaffinity" / "validation.yaml")

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from rules.kube.volumes import claim_volumes, first_claim_storage_class, node_local_required_terms
 from rules.model import Json
-from rules.volumes import claim_volumes, first_claim_storage_class, node_local_required_terms
 from tests.support import DATA, load_yaml, view_from
 
 CASES = load_yaml(DATA / "volumes" / "classes.yaml")

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import requests
 
-from rules.documents import iter_objects, load_documents
+from rules.safeload import iter_objects, load_documents
 from tests.e2e.server import Server, running_server
 from tests.hardening.procs import children
 from tests.state.conftest import eventually

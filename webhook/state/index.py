@@ -14,8 +14,8 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from rules.kube.nodeaffinity import REQUIRED_KEY, required_node_affinity
 from rules.model import PREFIX, Json
-from rules.nodeaffinity import REQUIRED_KEY, required_node_affinity
 
 #: The kinds the index keeps, by `kind`.
 KINDS = ("Pod", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Node", "ConfigMap")

@@ -13,10 +13,10 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
+from rules.kube.selectors import Problem
+from rules.loadaffinity.velero import config_problems
 from rules.model import Json
 from rules.policy import POLICY_LABEL, Policy, PolicyError, policy_from_config_map
-from rules.selectors import Problem
-from rules.velero import config_problems
 from webhook import metrics
 from webhook.runtime import Runtime
 from webhook.state.index import ClusterIndex

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from rules.documents import DocumentError, iter_objects, load_documents
-from rules.shape import object_problems
+from rules.kube.shapes import object_problems
+from rules.safeload import DocumentError, iter_objects, load_documents
 from webhook.state.index import KINDS, ClusterIndex, bulk_ingest
 
 

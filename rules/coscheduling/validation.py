@@ -4,8 +4,8 @@ the placement consistency of docs/design.md#6-validation)."""
 
 from __future__ import annotations
 
-from rules.anchors import COPY_METHOD_HINT, name_of, plan
 from rules.context import Context, PodTarget
+from rules.coscheduling.anchors import COPY_METHOD_HINT, name_of, plan
 from rules.model import Severity
 
 FAMILY = "coScheduling"
@@ -16,7 +16,7 @@ def check_co_scheduling(ctx: Context, target: PodTarget) -> None:
         return
     result = plan(ctx.view, ctx.policy, target)
     for problem in result.problems:
-        ctx.find(problem.field, problem.message, FAMILY, problem.severity)
+        ctx.report(problem.field, problem.message, FAMILY, problem.severity)
     pinned = target.spec.get("nodeName")
     if not pinned or result.problems:
         return
@@ -27,4 +27,4 @@ def check_co_scheduling(ctx: Context, target: PodTarget) -> None:
                 f"but spec.nodeName pins this pod to node {pinned}, where it cannot mount it: remove spec.nodeName "
                 f"to let the webhook co-schedule it, or {COPY_METHOD_HINT}"
             )
-            ctx.find(target.field(hold.volume.field), message, FAMILY, Severity.DENY)
+            ctx.report(target.field(hold.volume.field), message, FAMILY, Severity.DENY)

@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rules.documents import JsonError, load_json
-from rules.loadaffinity_config import known_fields, load_affinity_problems
+from rules.kube.names import dns1123_subdomain_error
+from rules.kube.selectors import Problem, type_name
+from rules.loadaffinity.entries import known_fields, load_affinity_problems
 from rules.model import Json
-from rules.names import dns1123_subdomain_error
-from rules.selectors import Problem, type_name
+from rules.safeload import JsonError, load_json
 from rules.suggest import unknown_field
 
 #: Top-level fields of Velero's node-agent configuration (pkg/types NodeAgentConfigs, docs v1.18) and their JSON

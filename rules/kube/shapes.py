@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rules.selectors import is_int64, type_name
+from rules.kube.selectors import is_int64, type_name
 
 Problem = tuple[str, str]
 #: A check of one value at a path: it appends what it finds to the Problems.

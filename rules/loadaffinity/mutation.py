@@ -15,18 +15,7 @@ from typing import Any
 
 from rules.annotations import LOAD_AFFINITY, LOAD_AFFINITY_APPLIED, STORAGE_CLASS
 from rules.context import Context, PodTarget
-from rules.documents import JsonError, load_json
-from rules.loadaffinity_config import load_affinity_problems
-from rules.model import Json
-from rules.names import dns1123_subdomain_error
-from rules.nodeaffinity import (
-    and_terms,
-    any_node_matches,
-    label_selector_term,
-    simplify,
-    terms_imply,
-)
-from rules.pinning import (
+from rules.coscheduling.pinning import (
     NODE_NAME,
     NODE_SELECTOR,
     REQUIRED_AFFINITY,
@@ -37,9 +26,20 @@ from rules.pinning import (
     placement_mode,
     write_required,
 )
-from rules.tolerations import merge_tolerations
-from rules.velero import VeleroConfigError, read_config
-from rules.volumes import claim_volumes, node_local_terms
+from rules.kube.names import dns1123_subdomain_error
+from rules.kube.nodeaffinity import (
+    and_terms,
+    any_node_matches,
+    label_selector_term,
+    simplify,
+    terms_imply,
+)
+from rules.kube.tolerations import merge_tolerations
+from rules.kube.volumes import claim_volumes, node_local_terms
+from rules.loadaffinity.entries import load_affinity_problems
+from rules.loadaffinity.velero import VeleroConfigError, read_config
+from rules.model import Json
+from rules.safeload import JsonError, load_json
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
@@ -220,7 +220,7 @@ def _restore_without_affinity(ctx: Context, target: PodTarget, storage_class: st
 
 
 def pin_restore_pod_to_node(ctx: Context, target: PodTarget, node_name: str) -> str:
-    """Place the pod on `node_name` with the placement modes of rules/pinning.py (shared with co-scheduling)."""
+    """Place the pod on `node_name` with the placement modes shared with co-scheduling (coscheduling/pinning.py)."""
     existing = target.patch.get("spec", "nodeName")
     if existing:
         if existing != node_name:

@@ -20,4 +20,4 @@ def policy_config_map(ctx: Context, config_map: Json) -> None:
         policy_from_config_map(config_map)
     except PolicyError as exc:
         for path, message in exc.problems:
-            ctx.find(path, message, FAMILY)
+            ctx.report(path, message, FAMILY)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
+from rules.kube.names import label_key_error, label_value_error
+from rules.kube.selectors import is_int64, requirement_matches
 from rules.model import Json
-from rules.names import label_key_error, label_value_error
-from rules.selectors import is_int64, requirement_matches
 
 NODE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 HOSTNAME_LABEL = "kubernetes.io/hostname"

@@ -15,8 +15,7 @@ from typing import Any
 
 from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
-from rules.model import Json, Severity
-from rules.nodeaffinity import (
+from rules.kube.nodeaffinity import (
     REQUIRED,
     node_selector_matches,
     pinned_node,
@@ -26,7 +25,8 @@ from rules.nodeaffinity import (
     term_matches,
     volume_terms_match,
 )
-from rules.volumes import claim_volumes
+from rules.kube.volumes import claim_volumes
+from rules.model import Json, Severity
 
 FAMILY = "placement"
 REQUIRED_PATH = "spec." + ".".join(REQUIRED)
@@ -72,7 +72,7 @@ def placement_consistency(ctx: Context, target: PodTarget) -> None:
         if node is not None:
             for lv in local:
                 if not volume_terms_match(lv.terms, node):
-                    ctx.find(REQUIRED_PATH, f'pins the pod to node "{pinned}" (matchFields), but {_away(lv)}', FAMILY)
+                    ctx.report(REQUIRED_PATH, f'pins the pod to node "{pinned}" (matchFields), but {_away(lv)}', FAMILY)
     if len(ctx.decision.findings) == before:
         _check_satisfiable(ctx, spec, local)
 
@@ -81,7 +81,7 @@ def _check_named_node(ctx: Context, spec: Mapping[str, Any], node_name: str, loc
     node = ctx.view.node(node_name)
     if node is None:
         if any(True for _ in ctx.view.nodes()):
-            ctx.find(
+            ctx.report(
                 "spec.nodeName",
                 f'node "{node_name}" is not known: if it does not exist the pod never starts',
                 FAMILY,
@@ -96,19 +96,19 @@ def _check_named_node(ctx: Context, spec: Mapping[str, Any], node_name: str, loc
             for key, value in selector.items()
             if labels.get(key) != value
         ]
-        ctx.find("spec.nodeSelector", f'node "{node_name}" (spec.nodeName) has {", ".join(misses)}; {KUBELET}', FAMILY)
+        ctx.report("spec.nodeSelector", f'node "{node_name}" (spec.nodeName) has {", ".join(misses)}; {KUBELET}', FAMILY)
     required = required_node_affinity(spec)
     if required is not None and not pod_fits_node({"affinity": spec.get("affinity")}, node):
         terms = required.get("nodeSelectorTerms") or []
         why = "; ".join(f"term {i}: {_failing(term, node)}" for i, term in enumerate(terms)) or "no terms"
-        ctx.find(
+        ctx.report(
             REQUIRED_PATH,
             f'node "{node_name}" (spec.nodeName) matches none of the required terms ({why}); {KUBELET}',
             FAMILY,
         )
     for lv in local:
         if not volume_terms_match(lv.terms, node):
-            ctx.find("spec.nodeName", f'pins the pod to node "{node_name}", but {_away(lv)}', FAMILY)
+            ctx.report("spec.nodeName", f'pins the pod to node "{node_name}", but {_away(lv)}', FAMILY)
 
 
 def _check_satisfiable(ctx: Context, spec: Mapping[str, Any], local: list[LocalVolume]) -> None:
@@ -124,7 +124,7 @@ def _check_satisfiable(ctx: Context, spec: Mapping[str, Any], local: list[LocalV
     if required_node_affinity(spec) is not None:
         parts.append("required node affinity")
     parts.extend(f'volume "{lv.volume}" (PV {lv.pv})' for lv in local)
-    ctx.find("spec", f"no known node fits {' + '.join(parts)}: the pod would stay Pending", FAMILY, Severity.WARN)
+    ctx.report("spec", f"no known node fits {' + '.join(parts)}: the pod would stay Pending", FAMILY, Severity.WARN)
 
 
 def _away(lv: LocalVolume) -> str:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.cluster import ClusterView
+from rules.kube.nodeaffinity import and_terms
 from rules.model import Json
-from rules.nodeaffinity import and_terms
 
 SHARED = "shared"  # ReadWriteMany or ReadOnlyMany: any node, any number of pods
 OWNED = "owned"  # ReadWriteOnce: one node at a time

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rules.context import Context, PodTarget
-from rules.echo import clip
+from rules.kube.names import dns1123_label_error, label_key_error, label_value_error
 from rules.model import Severity
-from rules.names import dns1123_label_error, label_key_error, label_value_error
+from rules.quoting import clip
 from rules.suggest import unknown_field
 
 FAMILY = "diskAnnotations"
@@ -112,7 +112,7 @@ def disk_annotations(ctx: Context, target: PodTarget) -> None:
         return
 
     def find(key: str, message: str, severity: Severity = Severity.DENY) -> None:
-        ctx.find(target.field(f"metadata.annotations[{key}]"), message, FAMILY, severity)
+        ctx.report(target.field(f"metadata.annotations[{key}]"), message, FAMILY, severity)
 
     parsed = _Parsed()
     parsed.affinity = _types(annotations, AFFINITY_TYPES, find)
@@ -197,14 +197,14 @@ def _contradictions(
 def _warnings(ctx: Context, target: PodTarget, annotations: Mapping[str, Any]) -> None:
     """Settings that are harmless but do nothing: worth telling, not worth refusing."""
     if any(is_disk_annotation(key) for key in annotations) and not _has_disk_volume(target.spec):
-        ctx.find(
+        ctx.report(
             target.field("spec.volumes"),
             "no PVC or ephemeral volume: the csi-baremetal disk annotations have no effect",
             FAMILY,
             Severity.WARN,
         )
     if TAINT in annotations:
-        ctx.find(
+        ctx.report(
             target.field(f"metadata.annotations[{TAINT}]"),
             "set it on an AvailableCapacity, not on a pod",
             FAMILY,
@@ -226,7 +226,7 @@ def _changes_on_update(ctx: Context, target: PodTarget, annotations: Mapping[str
         if old.get(key) == annotations.get(key):
             continue
         verb = "added to" if key not in old else "removed from" if key not in annotations else "changed on"
-        ctx.find(
+        ctx.report(
             target.field(f"metadata.annotations[{key}]"),
             f"cannot be {verb} an existing pod: disk annotations take effect only at creation (recreate the pod)",
             FAMILY,

@@ -14,9 +14,9 @@ from typing import Any
 
 from rules.annotations import PLACEMENT, PLACEMENTS
 from rules.context import Context, PodTarget
+from rules.kube.nodeaffinity import HOSTNAME_LABEL, REQUIRED, REQUIRED_KEY, merge_terms, name_requirement
+from rules.kube.volumes import ClaimVolume
 from rules.model import Json
-from rules.nodeaffinity import HOSTNAME_LABEL, REQUIRED, REQUIRED_KEY, merge_terms, name_requirement
-from rules.volumes import ClaimVolume
 
 REQUIRED_AFFINITY, NODE_SELECTOR, NODE_NAME = PLACEMENTS
 

@@ -13,12 +13,12 @@ from typing import Any
 
 from rules.annotations import LOAD_AFFINITY, STORAGE_CLASS
 from rules.context import Context, PodTarget
-from rules.documents import JsonError, load_json
-from rules.loadaffinity_config import backup_pvc_cluster_problems, entry_cluster_problems
+from rules.kube.selectors import Problem
+from rules.loadaffinity.entries import backup_pvc_cluster_problems, entry_cluster_problems
+from rules.loadaffinity.velero import config_document, config_problems
 from rules.model import Json, Severity
 from rules.policy import POLICY_KEY, POLICY_LABEL, PolicyError, policy_from_config_map
-from rules.selectors import Problem
-from rules.velero import config_document, config_problems
+from rules.safeload import JsonError, load_json
 
 FAMILY = "loadAffinity"
 
@@ -32,7 +32,7 @@ def velero_config_map(ctx: Context, config_map: Json) -> None:
         return
     errors, unknown = config_problems(config_map)
     for path, message in errors:
-        ctx.find(path, message, FAMILY)
+        ctx.report(path, message, FAMILY)
     _warn(ctx, unknown)
     try:
         key, doc = config_document(config_map)
@@ -89,4 +89,4 @@ def _old_annotations(ctx: Context, target: PodTarget) -> Mapping[str, Any]:
 
 def _warn(ctx: Context, problems: list[Problem]) -> None:
     for path, message in problems:
-        ctx.find(path, message, FAMILY, Severity.WARN)
+        ctx.report(path, message, FAMILY, Severity.WARN)

@@ -15,4 +15,4 @@ def own_annotations(ctx: Context, target: PodTarget) -> None:
         old = ((ctx.subject.old or {}).get("metadata") or {}).get("annotations") or {}
         annotations = {k: v for k, v in annotations.items() if old.get(k) != v}
     for path, message in annotation_problems(annotations, target.field("metadata.annotations")):
-        ctx.find(path, message, FAMILY)
+        ctx.report(path, message, FAMILY)

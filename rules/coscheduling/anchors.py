@@ -12,11 +12,11 @@ from typing import Any
 from rules.annotations import CO_SCHEDULE_WITH
 from rules.cluster import ClusterView
 from rules.context import PodTarget
+from rules.kube.volumes import OWNED, SINGLE_POD, ClaimVolume, claim_volumes
 from rules.model import Json, Severity
 from rules.policy import Policy
 from rules.roles import classify
 from rules.suggest import unknown_field
-from rules.volumes import OWNED, SINGLE_POD, ClaimVolume, claim_volumes
 
 FINISHED = ("Succeeded", "Failed")
 _LAST = datetime.max.replace(tzinfo=UTC)

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rules.cluster import ClusterView
+from rules.kube.names import dns1123_subdomain_error
+from rules.kube.nodeaffinity import NODE_OPERATORS, label_selector_term, term_matches
+from rules.kube.selectors import Problem, selector_problems, type_name
 from rules.model import Json
-from rules.names import dns1123_subdomain_error
-from rules.nodeaffinity import NODE_OPERATORS, label_selector_term, term_matches
-from rules.selectors import Problem, selector_problems, type_name
 from rules.suggest import unknown_field
 
 ENTRY_FIELDS = ("nodeSelector", "storageClass")

@@ -12,12 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rules.anchors import Hold, Plan, name_of, phase_of, plan
 from rules.annotations import CO_SCHEDULED_WITH
 from rules.context import Context, PodTarget
-from rules.model import Json
-from rules.nodeaffinity import REQUIRED, name_requirement, pod_fits_node, required_terms
-from rules.pinning import (
+from rules.coscheduling.anchors import Hold, Plan, name_of, phase_of, plan
+from rules.coscheduling.pinning import (
     NODE_NAME,
     NODE_SELECTOR,
     REQUIRED_AFFINITY,
@@ -28,8 +26,10 @@ from rules.pinning import (
     unpin_terms,
     write_required,
 )
-from rules.tolerations import merge_tolerations
-from rules.volumes import OWNED
+from rules.kube.nodeaffinity import REQUIRED, name_requirement, pod_fits_node, required_terms
+from rules.kube.tolerations import merge_tolerations
+from rules.kube.volumes import OWNED
+from rules.model import Json
 
 
 def mutate_mover(ctx: Context, target: PodTarget) -> None:

@@ -10,8 +10,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from rules.echo import clip
-from rules.names import label_key_error, label_value_error
+from rules.kube.names import label_key_error, label_value_error
+from rules.quoting import clip
 
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 _INT = re.compile(r"^[+-]?[0-9]{1,19}$")  # 19 digits hold every int64; more never parse
