@@ -18,7 +18,7 @@ from typing import Any
 
 from bench import audit, handler, load, report, servers, workload
 from bench.report import RESULTS, step
-from tests.e2e.server import issue_certs
+from testkit.server import issue_certs
 from webhook.policyfile import load_policy_file
 from webhook.state.index import ClusterIndex, bulk_ingest
 

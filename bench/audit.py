@@ -24,8 +24,8 @@ from typing import Any
 
 from bench import servers, workload
 from bench.report import RESULTS, machine, step
-from tests.e2e.hey import hey_binary
-from tests.e2e.server import issue_certs
+from testkit.hey import hey_binary
+from testkit.server import issue_certs
 
 _LOG_TIME = re.compile(r"^\[(?P<at>[^\]]+)\] \[\d+\] \[INFO\] webhook\.auditloop: audit: (?P<what>.*)$")
 _FINISHED = re.compile(r"(?P<objects>\d+) objects, (?P<findings>\d+) findings, in (?P<seconds>[\d.]+) s")

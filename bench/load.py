@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tests.e2e.hey import finish_hey, start_hey
+from testkit.hey import finish_hey, start_hey
 
 LUA = Path(__file__).with_name("post.lua")
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from bench import servers, workload
 from bench.report import RESULTS, machine, step
-from tests.e2e.server import issue_certs
-from tests.state.fakeapi import FakeKubeAPI
+from testkit.fakeapi import FakeKubeAPI
+from testkit.server import issue_certs
 
 
 def main(argv: list[str] | None = None) -> int:

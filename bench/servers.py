@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rules.model import Json
-from tests.e2e.server import Server, running_server
-from tests.state.fakeapi import FakeKubeAPI
+from testkit.fakeapi import FakeKubeAPI
+from testkit.server import Server, running_server
 
 
 def split_cpus() -> tuple[set[int] | None, set[int] | None]:

@@ -21,8 +21,8 @@ from typing import Any
 
 from bench import load, report, servers, workload
 from bench.report import RESULTS, step
-from tests.e2e.server import issue_certs
-from tests.state.fakeapi import FakeKubeAPI
+from testkit.fakeapi import FakeKubeAPI
+from testkit.server import issue_certs
 
 RATE = 200  # requests/s
 CHURN = 40  # pod creations (and as many deletions) per second

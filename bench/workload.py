@@ -15,7 +15,7 @@ from typing import Any
 
 from rules.model import Json
 from rules.safeload import iter_objects, load_documents
-from tests.support import admission_review
+from testkit.reviews import admission_review
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -96,7 +96,9 @@ def _check_named_node(ctx: Context, spec: Mapping[str, Any], node_name: str, loc
             for key, value in selector.items()
             if labels.get(key) != value
         ]
-        ctx.report("spec.nodeSelector", f'node "{node_name}" (spec.nodeName) has {", ".join(misses)}; {KUBELET}', FAMILY)
+        ctx.report(
+            "spec.nodeSelector", f'node "{node_name}" (spec.nodeName) has {", ".join(misses)}; {KUBELET}', FAMILY
+        )
     required = required_node_affinity(spec)
     if required is not None and not pod_fits_node({"affinity": spec.get("affinity")}, node):
         terms = required.get("nodeSelectorTerms") or []

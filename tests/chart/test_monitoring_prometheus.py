@@ -42,9 +42,9 @@ from monitoring_helpers import (
 
 from certs.files import write_bundle
 from certs.issue import issue_ca, issue_serving
-from tests.e2e.server import Server, free_port, running_server
+from testkit.fakeapi import FakeKubeAPI, Request, running_fake_api
+from testkit.server import Server, free_port, running_server
 from tests.hardening.hostile import encode, review
-from tests.state.fakeapi import FakeKubeAPI, Request, running_fake_api
 from tests.state.objects import node, pod, policy_map, pv, pvc, storage_class
 from tests.support import EXAMPLES, load_yaml
 

@@ -35,7 +35,7 @@ import pytest
 import requests
 import yaml
 
-from tests.e2e.server import free_port
+from testkit.server import free_port
 from tests.support import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from tests.e2e.hey import parse_summary
+from testkit.hey import parse_summary
 
 SUMMARY = """
 Summary:

@@ -13,8 +13,8 @@ import pytest
 
 from certs.files import write_bundle
 from certs.issue import issue_ca, issue_serving
-from tests.e2e.hey import finish_hey, start_hey
-from tests.e2e.server import running_server
+from testkit.hey import finish_hey, start_hey
+from testkit.server import running_server
 from tests.e2e.test_server import mover_review
 from tests.support import EXAMPLES
 

@@ -16,9 +16,10 @@ import pytest
 
 from rules.policy import default_policy
 from rules.safeload import iter_objects, load_documents
-from tests.e2e.server import Server, running_server
-from tests.state.fakeapi import running_fake_api
-from tests.support import EXAMPLES, admission_review, load_yaml, validate_strict
+from testkit.fakeapi import running_fake_api
+from testkit.reviews import admission_review
+from testkit.server import Server, running_server
+from tests.support import EXAMPLES, load_yaml, validate_strict
 from tests.webhook.review_checks import check_response
 from webhook.review import as_request, review
 from webhook.state.static import load_static_state

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from certs.reload import server_context
-from tests.e2e.server import Server, running_server
+from testkit.fakeapi import Request, running_fake_api
+from testkit.server import Server, running_server
 from tests.e2e.test_server import mover_review
-from tests.state.fakeapi import Request, running_fake_api
 from tests.support import EXAMPLES
 from tests.webhook.review_checks import check_response
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.e2e.server import Server, running_server
+from testkit.reviews import admission_review
+from testkit.server import Server, running_server
 from tests.support import EXAMPLES, fixtures, load_yaml
 from tests.webhook.review_checks import check_response
 
@@ -28,19 +29,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def mover_review(uid: str = "e2e-1") -> dict[str, Any]:
-    pod = load_yaml(EXAMPLES / "mover-pod.yaml")
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "operation": "CREATE",
-            "namespace": "shop",
-            "name": pod["metadata"]["name"],
-            "object": pod,
-        },
-    }
+    return admission_review("CREATE", load_yaml(EXAMPLES / "mover-pod.yaml"), uid=uid)
 
 
 def test_tls_is_verified_against_the_issued_ca(server: Server) -> None:

@@ -21,9 +21,10 @@ from rules import pipeline
 from rules.annotations import CO_SCHEDULED_WITH
 from rules.model import Json
 from rules.policy import Policy, PolicyError, default_policy, policy_from_document
+from testkit.reviews import admission_review
 from tests.fuzz import strategies as s
 from tests.fuzz.owned import foreign_changes, loosened_on, owned_paths
-from tests.support import admission_review, check_patch, subject, validate_strict, view_from
+from tests.support import check_patch, subject, validate_strict, view_from
 from tests.webhook.review_checks import check_response
 from webhook.app import create_app
 from webhook.runtime import Runtime

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from testkit.reviews import admission_review
 from tests.support import EXAMPLES, load_yaml
 
 MB = 1024 * 1024
@@ -24,19 +25,7 @@ OWN_NAMESPACE = "saw-system"  # the namespace tests/e2e/server.py passes with --
 
 
 def review(obj: dict[str, Any] | None, operation: str = "CREATE", old: dict[str, Any] | None = None) -> dict[str, Any]:
-    meta = (obj or old or {}).get("metadata") or {}
-    request: dict[str, Any] = {
-        "uid": "hostile-1",
-        "kind": {"group": "", "version": "v1", "kind": (obj or old or {}).get("kind", "Pod")},
-        "operation": operation,
-        "namespace": meta.get("namespace", ""),
-        "name": meta.get("name", ""),
-    }
-    if obj is not None:
-        request["object"] = obj
-    if old is not None:
-        request["oldObject"] = old
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    return admission_review(operation, obj, old, uid="hostile-1")
 
 
 def mover(**annotations: str) -> dict[str, Any]:

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import requests
 
-from tests.e2e.server import Server, running_server
+from testkit.fakeapi import FakeKubeAPI, Request, running_fake_api
+from testkit.server import Server, running_server
 from tests.hardening.answers import RecordProperty
 from tests.hardening.hostile import encode, review
-from tests.state.fakeapi import FakeKubeAPI, Request, running_fake_api
 from tests.state.objects import node, pod, pv, pvc, storage_class
 from tests.webhook.review_checks import check_response
 

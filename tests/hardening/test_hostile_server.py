@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.server import Server, running_server
+from testkit.server import Server, running_server
 from tests.hardening.answers import RecordProperty, judge
 from tests.hardening.hostile import CASES, MB, Case, encode, mover, review
 from tests.hardening.procs import wait_for_workers

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from tests.e2e.server import Server, running_server
+from testkit.server import Server, running_server
 from tests.hardening.answers import RecordProperty
 from tests.hardening.hostile import encode, mover, review
 from tests.hardening.procs import children, client_connections, wait_for_workers

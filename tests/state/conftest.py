@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rules.policy import Policy, default_policy
-from tests.state.fakeapi import FakeKubeAPI, running_fake_api
+from testkit.fakeapi import FakeKubeAPI, running_fake_api
 from webhook.runtime import Runtime
 from webhook.state.lastgood import ReplicaPolicy
 from webhook.state.live import LiveClusterState, LiveOptions, load_configuration

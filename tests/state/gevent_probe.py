@@ -11,8 +11,8 @@ from pathlib import Path  # noqa: E402
 import gevent  # noqa: E402
 
 from rules.policy import default_policy  # noqa: E402
+from testkit.fakeapi import running_fake_api  # noqa: E402
 from tests.state.conftest import fast_options  # noqa: E402
-from tests.state.fakeapi import running_fake_api  # noqa: E402
 from tests.state.objects import pod, pvc  # noqa: E402
 from webhook.runtime import Runtime  # noqa: E402
 from webhook.state.live import LiveClusterState, load_configuration  # noqa: E402

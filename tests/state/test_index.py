@@ -81,7 +81,7 @@ def test_bulk_ingest_pauses_the_collector_once_and_freezes_what_it_built() -> No
         with bulk_ingest():
             assert not gc.isenabled()
         assert not gc.isenabled(), "an inner ingest must not re-enable the collector"
-        built = [{"n": i} for i in range(1000)]
+        built = [{"n": [i]} for i in range(1000)]  # containers the collector tracks (an int-only dict is not)
     assert gc.isenabled()
     assert gc.get_freeze_count() >= frozen + len(built)
     gc.unfreeze()

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from rules.cluster import LookupFailed
+from testkit.fakeapi import FakeKubeAPI
 from tests.state.conftest import Live, eventually
-from tests.state.fakeapi import FakeKubeAPI
 from tests.state.objects import node, pod, pv, pvc, storage_class
 
 RESOURCES = ("pods", "persistentvolumeclaims", "persistentvolumes", "storageclasses", "nodes", "policy-configmap")

@@ -11,10 +11,10 @@ from prometheus_client import REGISTRY
 from rules import registry
 from rules.context import Context, PodTarget
 from rules.policy import policy_from_document
+from testkit.fakeapi import FakeKubeAPI
+from testkit.reviews import admission_review
 from tests.state.conftest import NAMESPACE, Live, eventually
-from tests.state.fakeapi import FakeKubeAPI
 from tests.state.objects import pod, policy_map, velero_map
-from tests.support import admission_review
 from webhook.app import create_app
 from webhook.state.lastgood import FILE_NAME, Kept, ReplicaPolicy
 

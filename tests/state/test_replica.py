@@ -22,12 +22,13 @@ import pytest
 import requests
 
 from rules.safeload import iter_objects, load_documents
-from tests.e2e.server import Server, running_server
+from testkit.fakeapi import FakeKubeAPI, Request, running_fake_api
+from testkit.reviews import admission_review
+from testkit.server import Server, running_server
 from tests.hardening.procs import children
 from tests.state.conftest import eventually
-from tests.state.fakeapi import FakeKubeAPI, Request, running_fake_api
 from tests.state.objects import policy_map
-from tests.support import EXAMPLES, admission_review, load_yaml
+from tests.support import EXAMPLES, load_yaml
 
 pytestmark = pytest.mark.e2e
 

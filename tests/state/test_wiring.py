@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.fakeapi import FakeKubeAPI
 from tests.state.conftest import NAMESPACE, eventually
-from tests.state.fakeapi import FakeKubeAPI
 from tests.state.objects import policy_map
 from webhook import cli
 from webhook.bootstrap import build_runtime

@@ -7,6 +7,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from rules.policy import default_policy
+from testkit.reviews import admission_review
 from tests.support import EXAMPLES, fixtures, load_yaml
 from tests.webhook.review_checks import check_response
 from webhook.app import create_app
@@ -44,19 +45,7 @@ def test_fixture_coverage_includes_every_shape() -> None:
 
 
 def _mover_review() -> dict[str, Any]:
-    pod = load_yaml(EXAMPLES / "mover-pod.yaml")
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "abc",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "operation": "CREATE",
-            "namespace": "shop",
-            "name": pod["metadata"]["name"],
-            "object": pod,
-        },
-    }
+    return admission_review("CREATE", load_yaml(EXAMPLES / "mover-pod.yaml"), uid="abc")
 
 
 @pytest.mark.parametrize(

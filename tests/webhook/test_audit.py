@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.state.fakeapi import FakeKubeAPI, running_fake_api
+from testkit.fakeapi import FakeKubeAPI, running_fake_api
 from tests.support import DATA, EXAMPLES
 from webhook.cli import main
 

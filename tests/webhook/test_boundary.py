@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from tests.support import DATA, EXAMPLES, admission_review, load_yaml
+from testkit.reviews import admission_review
+from tests.support import DATA, EXAMPLES, load_yaml
 from tests.webhook.review_checks import check_response
 from webhook.app import create_app
 from webhook.policyfile import load_policy_file

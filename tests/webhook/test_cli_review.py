@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from testkit.reviews import admission_review
 from tests.support import EXAMPLES, ROOT
 
 
@@ -58,17 +59,7 @@ def test_output_forms(tmp_path: Path) -> None:
 
 def test_stdin_and_admission_review_input() -> None:
     pod = yaml.safe_load((EXAMPLES / "plain-pod.yaml").read_text())
-    review = {
-        "apiVersion": "admission.k8s.io/v1beta1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "x",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "operation": "CREATE",
-            "namespace": "shop",
-            "object": pod,
-        },
-    }
+    review = admission_review("CREATE", pod, api_version="admission.k8s.io/v1beta1", uid="x")
     result = run("-f", "-", stdin=json.dumps(review))
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["allowed"] is True

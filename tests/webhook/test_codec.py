@@ -12,7 +12,7 @@ from webhook.codec import ReviewError, build_response, clip_warnings, decode_rev
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": []}}
 
 
-def review(
+def review(  # not testkit's builder: the codec is tested on minimal, hand-shaped requests, down to no object
     api_version: str = "admission.k8s.io/v1", operation: str = "CREATE", obj: Any = POD, **extra: Any
 ) -> dict[str, Any]:
     request = {

@@ -17,6 +17,7 @@ import pytest
 from rules import pipeline
 from rules.model import Json
 from rules.policy import POLICY_LABEL, Policy
+from testkit.reviews import admission_review
 from tests.support import EXAMPLES, load_yaml, policy, subject, view_from
 from webhook.app import create_app
 from webhook.codec import WARNING_LIMIT, build_response, clip_warnings, request_from_document
@@ -84,20 +85,8 @@ ENFORCEMENT = [
 
 
 def review_document(obj: Json, *, dry_run: bool | None = None, operation: str = "CREATE", uid: str = "u-1") -> Json:
-    group, _, version = str(obj["apiVersion"]).rpartition("/")
-    request: Json = {
-        "uid": uid,
-        "kind": {"group": group, "version": version, "kind": obj["kind"]},
-        "resource": {"group": group, "version": version, "resource": obj["kind"].lower() + "s"},
-        "operation": operation,
-        "namespace": obj["metadata"]["namespace"],
-        "name": obj["metadata"]["name"],
-        "object": obj,
-        "userInfo": {"username": "kubernetes-admin"},
-    }
-    if dry_run is not None:
-        request["dryRun"] = dry_run
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    extra = {} if dry_run is None else {"dryRun": dry_run}
+    return admission_review(operation, obj, uid=uid, userInfo={"username": "kubernetes-admin"}, **extra)
 
 
 def respond(obj: Json, pol: Policy, **kwargs: Any) -> Json:

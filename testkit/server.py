@@ -14,7 +14,7 @@ from pathlib import Path
 
 import requests
 
-from tests.support import ROOT
+from testkit import ROOT
 
 
 def free_port() -> int:
