@@ -26,11 +26,13 @@ import time
 from typing import Any
 
 import gevent
+from gevent.monkey import get_original
 from gevent.pool import Pool
 from gevent.server import StreamServer
 from gunicorn.sock import ssl_context
 from gunicorn.workers.ggevent import GeventWorker
 
+_original_poll = get_original("select", "poll")
 POLL = 0.1  # seconds between checks while running and while draining
 
 
@@ -133,12 +135,18 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
 
 
 def _has_bytes_pending(client: Any) -> bool:
-    """True when a request has started to arrive (decrypted bytes buffered, or bytes on the socket)."""
+    """True when a request has started to arrive (decrypted bytes buffered, or bytes on the socket).
+
+    The check must not yield to other greenlets: a connection found idle could start a request meanwhile and
+    be shut under it. gevent's poll and select yield to the hub even with a zero timeout; the originals do not
+    (and poll, unlike select, takes descriptors past 1023).
+    """
     try:
         if hasattr(client, "pending") and client.pending():
             return True
-        readable, _, _ = select.select([client.fileno()], [], [], 0)
-        return bool(readable)
+        poll = _original_poll()
+        poll.register(client.fileno(), select.POLLIN)
+        return bool(poll.poll(0))
     except (OSError, ValueError):
         return False
 
