@@ -6,7 +6,8 @@ whole graceful timeout and ended with the master's SIGKILL (measured: 10.1 s wit
 four idle connections). This worker does what Go's `http.Server.Shutdown` does instead:
 
 - close the listening socket at once (new connections are refused, kube-apiserver dials the other replica);
-- close the connections that wait for their next request and have no bytes pending;
+- close the connections that wait for their next request and have no bytes pending; a new connection (TLS
+  handshake under way, or no request yet) counts as waiting only after FIRST_REQUEST_GRACE;
 - let every request in flight finish; its answer says `Connection: close`;
 - exit as soon as no connection is left, and by `graceful_timeout` at the latest (a little before the master's
   SIGKILL, so the worker ends its handlers itself).
@@ -34,13 +35,21 @@ from gunicorn.workers.ggevent import GeventWorker
 
 _original_poll = get_original("select", "poll")
 POLL = 0.1  # seconds between checks while running and while draining
+# Seconds a new connection has to start its first request before shutdown counts it idle: Go's net/http
+# `Server.Shutdown` waits as long for a connection that has not sent its first request (golang/go#22682).
+FIRST_REQUEST_GRACE = 5.0
 
 
 class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._idle: set[Any] = set()  # connections waiting for their next request
+        self._idle: dict[Any, float] = {}  # connection -> when it counts as idle if it has sent nothing by then
         self._tls: Any = None  # the server SSLContext, built in the worker after gevent's monkey-patching
+        self._listener_names: dict[Any, Any] = {}  # listening socket -> its address, also once it is closed
+
+    def patch(self) -> None:
+        super().patch()  # the listening sockets become gevent sockets here
+        self._listener_names = {listener: listener.getsockname() for listener in self.sockets}
 
     def run(self) -> None:
         self._tls = ssl_context(self.cfg) if self.cfg.is_ssl else None
@@ -80,36 +89,42 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
             server.stop(timeout=0.5)
 
     def _close_idle(self) -> None:
-        for client in list(self._idle):
-            if not _has_bytes_pending(client):
-                self._idle.discard(client)
+        now = time.monotonic()
+        for client, idle_from in list(self._idle.items()):
+            if idle_from <= now and not _has_bytes_pending(client):
+                del self._idle[client]
                 _shut(client)  # its handler reads EOF and ends
 
     def _handshake_and_handle(self, listener: Any, client: Any, addr: Any) -> None:
         """The TLS handshake here rather than in gevent's StreamServer, which printed a 15-line traceback for
-        every connection that failed it (a TCP probe, plain HTTP, a port scan): anyone could flood the log."""
-        if self._tls is not None:
-            try:
-                client = self._tls.wrap_socket(client, server_side=True)
-            except (ssl.SSLError, OSError) as exc:
-                self.log.debug("TLS handshake with %s failed: %s", addr, exc)
-                client.close()
-                return
-        self.handle(listener, client, addr)
+        every connection that failed it (a TCP probe, plain HTTP, a port scan): anyone could flood the log.
 
-    def handle(self, listener: Any, client: Any, addr: Any) -> None:
-        self._idle.add(client)
+        A new connection is not idle: its client connected to send a request. Shutdown closes it only if it has
+        not started one within FIRST_REQUEST_GRACE. The handler gets the listener's address, not the listening
+        socket, which may be closed by the time a connection accepted during shutdown is served.
+        """
         try:
-            super().handle(listener, client, addr)
+            if self._tls is not None:
+                client = self._tls.wrap_socket(client, server_side=True, do_handshake_on_connect=False)
+            self._idle[client] = time.monotonic() + FIRST_REQUEST_GRACE  # shutdown can close it mid-handshake
+            if self._tls is not None:
+                client.do_handshake()
+        except (ssl.SSLError, OSError) as exc:
+            self.log.debug("TLS handshake with %s failed: %s", addr, exc)
+            self._idle.pop(client, None)
+            client.close()
+            return
+        try:
+            self.handle(_Bound(self._listener_names[listener]), client, addr)
         finally:
-            self._idle.discard(client)
+            self._idle.pop(client, None)
 
     def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> None:
-        self._idle.discard(sock)
+        self._idle.pop(sock, None)
         try:
             super().handle_request(listener_name, req, sock, addr)
         finally:
-            self._idle.add(sock)  # waiting for the next request (unless the answer closed it: handle() forgets it)
+            self._idle[sock] = time.monotonic()  # waiting for the next request, unless the answer closed it
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
@@ -132,6 +147,16 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
             return app(environ, start)
 
         return wsgi
+
+
+class _Bound:
+    """A listening socket as gunicorn's handler uses it: for its address only."""
+
+    def __init__(self, name: Any) -> None:
+        self._name = name
+
+    def getsockname(self) -> Any:
+        return self._name
 
 
 def _has_bytes_pending(client: Any) -> bool:

@@ -2,12 +2,13 @@
 
 This is what a rolling update or a node drain does to a replica (after the chart's preStop sleep): kube-apiserver
 must get an answer to every review it already sent, and must find the port closed for new ones, so it dials the
-other replica.
+other replica. A connection the kernel accepted is answered; a client may only find the port closed.
 """
 
 from __future__ import annotations
 
 import http.client
+import json
 import signal
 import socket
 import ssl
@@ -135,3 +136,48 @@ def test_idle_keepalive_connections_do_not_hold_shutdown(tmp_path: Path) -> None
     assert server.process.returncode == 0
     assert closed == [b""] * len(idle)
     assert took < 2.0, f"shutdown with idle keep-alive connections took {took:.2f} s (graceful timeout {GRACEFUL} s)"
+
+
+def post_review(tls: ssl.SSLSocket, uid: str) -> str:
+    """POST a review on a connection the caller opened; "ok" when it is answered right and says `Connection: close`,
+    otherwise what went wrong."""
+    conn = http.client.HTTPSConnection("localhost", timeout=GRACEFUL)
+    conn.sock = tls
+    review = mover_review(uid)
+    try:
+        conn.request("POST", "/mutate", body=json.dumps(review), headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        answer = json.loads(response.read())
+    except (OSError, http.client.HTTPException) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        conn.close()
+    if (response.status, response.getheader("Connection")) != (200, "close"):
+        return f"HTTP {response.status}, Connection: {response.getheader('Connection')}"
+    check_response(review, answer, mutating=True)
+    return "ok"
+
+
+def test_connections_opened_before_sigterm_are_answered_after_it(tmp_path: Path) -> None:
+    """A client that connected just before SIGTERM sends its first request after it: its connection is not idle,
+    and serving it must not need the listening socket, which is closed by then."""
+    with running_server(tmp_path, "--cluster", str(EXAMPLES / "cluster.yaml"), "--graceful-timeout", str(GRACEFUL)) as (
+        server
+    ):
+        port = port_of(server)
+        context = ssl.create_default_context(cafile=str(server.ca))
+        handshaking = socket.create_connection(("127.0.0.1", port), timeout=GRACEFUL)  # the server awaits its hello
+        connected = context.wrap_socket(
+            socket.create_connection(("127.0.0.1", port), timeout=GRACEFUL), server_hostname="localhost"
+        )  # TLS established, no request yet
+        server.process.send_signal(signal.SIGTERM)
+        assert refuses_connections(port, within=5), "the listener is open"
+        answers = {
+            "handshake after SIGTERM": post_review(context.wrap_socket(handshaking, server_hostname="localhost"), "h"),
+            "first request after SIGTERM": post_review(connected, "r"),
+        }
+        server.process.wait(timeout=GRACEFUL + 5)
+
+    assert answers == dict.fromkeys(answers, "ok")
+    assert server.process.returncode == 0
+    assert "Traceback" not in server.log.read_text()
