@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import ssl
+import sys
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 from certs.reload import ReloadingServerContext
+from webhook.arbiter import DrainingArbiter
 from webhook.logs import configure_logging
 from webhook.settings import Settings
 
@@ -77,6 +79,14 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
         from webhook.bootstrap import build_app
 
         return build_app(self.settings)
+
+    def run(self) -> None:
+        """gunicorn's `BaseApplication.run`, with the master that resets no queued connection at shutdown."""
+        try:
+            DrainingArbiter(self).run()
+        except RuntimeError as exc:
+            print(f"\nError: {exc}\n", file=sys.stderr, flush=True)
+            sys.exit(1)
 
 
 def run(settings: Settings) -> None:

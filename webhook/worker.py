@@ -1,11 +1,13 @@
-"""The gunicorn gevent worker, with a shutdown that does not wait for idle keep-alive connections.
+"""The gunicorn gevent worker, with a shutdown that answers what was accepted and does not wait for idle connections.
 
 gunicorn's gevent worker, on SIGTERM, stops accepting within a second and then waits until every connection is
 gone or `graceful_timeout` has passed. kube-apiserver keeps idle connections open, so every shutdown lasted the
 whole graceful timeout and ended with the master's SIGKILL (measured: 10.1 s with `--graceful-timeout 10` and
 four idle connections). This worker does what Go's `http.Server.Shutdown` does instead:
 
-- close the listening socket at once (new connections are refused, kube-apiserver dials the other replica);
+- accept the connections waiting in the listening socket's queue, then close it (the master has already stopped
+  new handshakes, webhook/arbiter.py: new connections are refused, kube-apiserver dials the other replica, and
+  none that the kernel accepted is reset);
 - close the connections that wait for their next request and have no bytes pending; a new connection (TLS
   handshake under way, or no request yet) counts as waiting only after FIRST_REQUEST_GRACE;
 - let every request in flight finish; its answer says `Connection: close`;
@@ -13,7 +15,9 @@ four idle connections). This worker does what Go's `http.Server.Shutdown` does i
   SIGKILL, so the worker ends its handlers itself).
 
 A client that sends a request on an idle connection at the very moment it is closed sees the connection closed
-(the race every keep-alive server has; the preStop sleep makes it unlikely by removing the endpoint first).
+(the race every keep-alive server has; the preStop sleep makes it unlikely by removing the endpoint first). A
+client that connects between SIGTERM and the close (about a tenth of a second) gets no answer to its SYN, and its
+retransmission a second later is refused.
 """
 
 from __future__ import annotations
@@ -75,8 +79,10 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         self._drain(servers)
 
     def _drain(self, servers: list[StreamServer]) -> None:
+        self._close_idle()  # first: a worker whose pool is full of idle connections has room for the queued ones
         for server in servers:
-            server.close()  # the listening socket: new connections are refused from now on
+            self._accept_queued(server)
+            server.close()  # this worker's copy of the listening socket
         deadline = time.monotonic() + max(self.cfg.graceful_timeout - 1.0, 0.5)
         while time.monotonic() < deadline:
             self._close_idle()
@@ -87,6 +93,25 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         self.log.warning("Worker graceful timeout (pid:%s)", self.pid)
         for server in servers:
             server.stop(timeout=0.5)
+
+    def _accept_queued(self, server: StreamServer) -> None:
+        """Accept the connections waiting in the listening socket's queue, to answer them.
+
+        The kernel completed their handshakes already; their clients are sending requests. Closing the listening
+        socket with them still queued would reset them once the last process holding it has closed it. At a
+        whole-server shutdown the master has stopped new handshakes first (webhook/arbiter.py), so the queue
+        only empties; when this worker stops alone, its siblings accept whatever arrives after.
+        """
+        server.stop_accepting()
+        for _ in range(self.cfg.backlog):  # at most what the queue holds, whatever keeps arriving
+            try:
+                accepted = server.do_read()  # None once the queue is empty
+            except OSError as exc:
+                self.log.debug("Accepting a queued connection failed: %s", exc)
+                return
+            if accepted is None:
+                return
+            server.do_handle(*accepted)
 
     def _close_idle(self) -> None:
         now = time.monotonic()
