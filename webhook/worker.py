@@ -8,16 +8,17 @@ four idle connections). This worker does what Go's `http.Server.Shutdown` does i
 - accept the connections waiting in the listening socket's queue, then close it (the master has already stopped
   new handshakes, webhook/arbiter.py: new connections are refused, kube-apiserver dials the other replica, and
   none that the kernel accepted is reset);
-- close the connections that wait for their next request and have no bytes pending; a new connection (TLS
+- close the connections that wait for their next request and have no bytes pending: at once if they have been
+  silent for NEXT_REQUEST_GRACE since their last answer, otherwise when they have; a new connection (TLS
   handshake under way, or no request yet) counts as waiting only after FIRST_REQUEST_GRACE;
 - let every request in flight finish; its answer says `Connection: close`;
 - exit as soon as no connection is left, and by `graceful_timeout` at the latest (a little before the master's
   SIGKILL, so the worker ends its handlers itself).
 
 A client that sends a request on an idle connection at the very moment it is closed sees the connection closed
-(the race every keep-alive server has; the preStop sleep makes it unlikely by removing the endpoint first). A
-client that connects between SIGTERM and the close (about a tenth of a second) gets no answer to its SYN, and its
-retransmission a second later is refused.
+(the race every keep-alive server has, left to clients that had been silent for a while; the preStop sleep makes
+it unlikely by removing the endpoint first). A client that connects between SIGTERM and the close (about a tenth
+of a second) gets no answer to its SYN, and its retransmission a second later is refused.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ POLL = 0.1  # seconds between checks while running and while draining
 # Seconds a new connection has to start its first request before shutdown counts it idle: Go's net/http
 # `Server.Shutdown` waits as long for a connection that has not sent its first request (golang/go#22682).
 FIRST_REQUEST_GRACE = 5.0
+# Seconds of silence after an answer before shutdown counts a kept-alive connection idle. A busy client sends its
+# next request within milliseconds of an answer; closing the connection then would fail that request (Go's HTTP
+# client does not retry a POST: "server closed idle connection"). Given the time, it is answered with
+# `Connection: close` instead.
+NEXT_REQUEST_GRACE = 0.5
 
 
 class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
@@ -149,7 +155,7 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         try:
             super().handle_request(listener_name, req, sock, addr)
         finally:
-            self._idle[sock] = time.monotonic()  # waiting for the next request, unless the answer closed it
+            self._idle[sock] = time.monotonic() + NEXT_REQUEST_GRACE  # unless the answer closed it
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
