@@ -103,7 +103,7 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
     def _accept_queued(self, server: StreamServer) -> None:
         """Accept the connections waiting in the listening socket's queue, to answer them.
 
-        The kernel completed their handshakes already; their clients are sending requests. Closing the listening
+        The kernel completed their handshakes already; their clients may be sending requests. Closing the listening
         socket with them still queued would reset them once the last process holding it has closed it. At a
         whole-server shutdown the master has stopped new handshakes first (webhook/arbiter.py), so the queue
         only empties; when this worker stops alone, its siblings accept whatever arrives after.
