@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import ssl
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import replace
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from gunicorn.app.base import BaseApplication
 
 from certs.reload import ReloadingServerContext
+from webhook.arbiter import DrainingArbiter
 from webhook.logs import configure_logging
 from webhook.settings import Settings
 
@@ -101,6 +103,14 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
         """What is not ready yet, for the log of a worker that stops waiting."""
         states = self.runtime.readiness() if self.runtime is not None else {}
         return "; ".join(f"{name}: {state}" for name, state in states.items() if not state.startswith("ok"))
+
+    def run(self) -> None:
+        """gunicorn's `BaseApplication.run`, with the master that resets no queued connection at shutdown."""
+        try:
+            DrainingArbiter(self).run()
+        except RuntimeError as exc:
+            print(f"\nError: {exc}\n", file=sys.stderr, flush=True)
+            sys.exit(1)
 
 
 def run(settings: Settings) -> None:

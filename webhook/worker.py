@@ -1,18 +1,24 @@
-"""The gunicorn gevent worker, with a shutdown that does not wait for idle keep-alive connections.
+"""The gunicorn gevent worker, with a shutdown that answers what was accepted and does not wait for idle connections.
 
 gunicorn's gevent worker, on SIGTERM, stops accepting within a second and then waits until every connection is
 gone or `graceful_timeout` has passed. kube-apiserver keeps idle connections open, so every shutdown lasted the
 whole graceful timeout and ended with the master's SIGKILL (measured: 10.1 s with `--graceful-timeout 10` and
 four idle connections). This worker does what Go's `http.Server.Shutdown` does instead:
 
-- close the listening socket at once (new connections are refused, kube-apiserver dials the other replica);
-- close the connections that wait for their next request and have no bytes pending;
+- accept the connections waiting in the listening socket's queue, then close it (the master has already stopped
+  new handshakes, webhook/arbiter.py: new connections are refused, kube-apiserver dials the other replica, and
+  none that the kernel accepted is reset);
+- close the connections that wait for their next request and have no bytes pending: at once if they have been
+  silent for NEXT_REQUEST_GRACE since their last answer, otherwise when they have; a new connection (TLS
+  handshake under way, or no request yet) counts as waiting only after FIRST_REQUEST_GRACE;
 - let every request in flight finish; its answer says `Connection: close`;
 - exit as soon as no connection is left, and by `graceful_timeout` at the latest (a little before the master's
   SIGKILL, so the worker ends its handlers itself).
 
 A client that sends a request on an idle connection at the very moment it is closed sees the connection closed
-(the race every keep-alive server has; the preStop sleep makes it unlikely by removing the endpoint first).
+(the race every keep-alive server has, left to clients that had been silent for a while; the preStop sleep makes
+it unlikely by removing the endpoint first). A client that connects between SIGTERM and the close (about a tenth
+of a second) gets no answer to its SYN, and its retransmission a second later is refused.
 """
 
 from __future__ import annotations
@@ -26,23 +32,39 @@ import time
 from typing import Any
 
 import gevent
+from gevent.monkey import get_original
 from gevent.pool import Pool
 from gevent.server import StreamServer
 from gunicorn.sock import ssl_context
 from gunicorn.workers.ggevent import GeventWorker
 
+_original_poll = get_original("select", "poll")
 POLL = 0.1  # seconds between checks while running and while draining
+# Seconds a new connection has to start its first request before shutdown counts it idle: Go's net/http
+# `Server.Shutdown` waits as long for a connection that has not sent its first request (golang/go#22682).
+FIRST_REQUEST_GRACE = 5.0
+# Seconds of silence after an answer before shutdown counts a kept-alive connection idle. A busy client sends its
+# next request within milliseconds of an answer; closing the connection then would fail that request (Go's HTTP
+# client does not retry a POST: "server closed idle connection"). Given the time, it is answered with
+# `Connection: close` instead.
+NEXT_REQUEST_GRACE = 0.5
 
 
 class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._idle: set[Any] = set()  # connections waiting for their next request
+        self._idle: dict[Any, float] = {}  # connection -> when it counts as idle if it has sent nothing by then
         self._tls: Any = None  # the server SSLContext, built in the worker after gevent's monkey-patching
+        self._listener_names: dict[Any, Any] = {}  # listening socket -> its address, also once it is closed
+
+    def patch(self) -> None:
+        super().patch()  # the listening sockets become gevent sockets here
+        self._listener_names = {listener: listener.getsockname() for listener in self.sockets}
 
     def run(self) -> None:
-        if not self._await_loaded():
-            return
+        # Stopped while waiting: the servers still start, for the drain to answer what the kernel already queued
+        # (closing the listener would reset it); the master's filter lets no new handshake complete meanwhile.
+        self._await_loaded()
         self._tls = ssl_context(self.cfg) if self.cfg.is_ssl else None
         servers = []
         for listener in self.sockets:
@@ -90,8 +112,10 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         return bool(self.alive)
 
     def _drain(self, servers: list[StreamServer]) -> None:
+        self._close_idle()  # first: a worker whose pool is full of idle connections has room for the queued ones
         for server in servers:
-            server.close()  # the listening socket: new connections are refused from now on
+            self._accept_queued(server)
+            server.close()  # this worker's copy of the listening socket
         deadline = time.monotonic() + max(self.cfg.graceful_timeout - 1.0, 0.5)
         while time.monotonic() < deadline:
             self._close_idle()
@@ -103,37 +127,62 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         for server in servers:
             server.stop(timeout=0.5)
 
+    def _accept_queued(self, server: StreamServer) -> None:
+        """Accept the connections waiting in the listening socket's queue, to answer them.
+
+        The kernel completed their handshakes already; their clients may be sending requests. Closing the listening
+        socket with them still queued would reset them once the last process holding it has closed it. At a
+        whole-server shutdown the master has stopped new handshakes first (webhook/arbiter.py), so the queue
+        only empties; when this worker stops alone, its siblings accept whatever arrives after.
+        """
+        server.stop_accepting()
+        for _ in range(self.cfg.backlog):  # at most what the queue holds, whatever keeps arriving
+            try:
+                accepted = server.do_read()  # None once the queue is empty
+            except OSError as exc:
+                self.log.debug("Accepting a queued connection failed: %s", exc)
+                return
+            if accepted is None:
+                return
+            server.do_handle(*accepted)
+
     def _close_idle(self) -> None:
-        for client in list(self._idle):
-            if not _has_bytes_pending(client):
-                self._idle.discard(client)
+        now = time.monotonic()
+        for client, idle_from in list(self._idle.items()):
+            if idle_from <= now and not _has_bytes_pending(client):
+                del self._idle[client]
                 _shut(client)  # its handler reads EOF and ends
 
     def _handshake_and_handle(self, listener: Any, client: Any, addr: Any) -> None:
         """The TLS handshake here rather than in gevent's StreamServer, which printed a 15-line traceback for
-        every connection that failed it (a TCP probe, plain HTTP, a port scan): anyone could flood the log."""
-        if self._tls is not None:
-            try:
-                client = self._tls.wrap_socket(client, server_side=True)
-            except (ssl.SSLError, OSError) as exc:
-                self.log.debug("TLS handshake with %s failed: %s", addr, exc)
-                client.close()
-                return
-        self.handle(listener, client, addr)
+        every connection that failed it (a TCP probe, plain HTTP, a port scan): anyone could flood the log.
 
-    def handle(self, listener: Any, client: Any, addr: Any) -> None:
-        self._idle.add(client)
+        A new connection is not idle: its client connected to send a request. Shutdown closes it only if it has
+        not started one within FIRST_REQUEST_GRACE. The handler gets the listener's address, not the listening
+        socket, which may be closed by the time a connection accepted during shutdown is served.
+        """
         try:
-            super().handle(listener, client, addr)
+            if self._tls is not None:
+                client = self._tls.wrap_socket(client, server_side=True, do_handshake_on_connect=False)
+            self._idle[client] = time.monotonic() + FIRST_REQUEST_GRACE  # shutdown can close it mid-handshake
+            if self._tls is not None:
+                client.do_handshake()
+        except (ssl.SSLError, OSError) as exc:
+            self.log.debug("TLS handshake with %s failed: %s", addr, exc)
+            self._idle.pop(client, None)
+            client.close()
+            return
+        try:
+            self.handle(_Bound(self._listener_names[listener]), client, addr)
         finally:
-            self._idle.discard(client)
+            self._idle.pop(client, None)
 
     def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> None:
-        self._idle.discard(sock)
+        self._idle.pop(sock, None)
         try:
             super().handle_request(listener_name, req, sock, addr)
         finally:
-            self._idle.add(sock)  # waiting for the next request (unless the answer closed it: handle() forgets it)
+            self._idle[sock] = time.monotonic() + NEXT_REQUEST_GRACE  # unless the answer closed it
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
@@ -158,13 +207,29 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         return wsgi
 
 
+class _Bound:
+    """A listening socket as gunicorn's handler uses it: for its address only."""
+
+    def __init__(self, name: Any) -> None:
+        self._name = name
+
+    def getsockname(self) -> Any:
+        return self._name
+
+
 def _has_bytes_pending(client: Any) -> bool:
-    """True when a request has started to arrive (decrypted bytes buffered, or bytes on the socket)."""
+    """True when a request has started to arrive (decrypted bytes buffered, or bytes on the socket).
+
+    The check must not yield to other greenlets: a connection found idle could start a request meanwhile and
+    be shut under it. gevent's poll and select yield to the hub even with a zero timeout; the originals do not
+    (and poll, unlike select, takes descriptors past 1023).
+    """
     try:
         if hasattr(client, "pending") and client.pending():
             return True
-        readable, _, _ = select.select([client.fileno()], [], [], 0)
-        return bool(readable)
+        poll = _original_poll()
+        poll.register(client.fileno(), select.POLLIN)
+        return bool(poll.poll(0))
     except (OSError, ValueError):
         return False
 
