@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 import requests
 
+from testkit.fakeapi import Request, running_fake_api
 from testkit.hey import HeyResult, finish_hey, start_hey
 from testkit.server import Server, issue_certs, running_server
 from tests.e2e.test_server import mover_review
 from tests.hardening.procs import children, wait_for_workers
-from testkit.fakeapi import Request, running_fake_api
 from tests.support import EXAMPLES
 from tests.webhook.review_checks import check_response
 
