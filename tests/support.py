@@ -23,7 +23,7 @@ from webhook.state.index import ClusterIndex
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 EXAMPLES = ROOT / "examples"
-SHARED = ROOT.parent / "shared"
+FIXTURES = DATA / "admissionreviews"
 K8S_VERSION = "1.37.0"
 
 
@@ -79,11 +79,12 @@ def mutate_checked(obj: Json, view: Any, pol: Policy | None = None, own_namespac
 
 @functools.cache
 def fixtures() -> list[tuple[str, Json]]:
-    """The foreign AdmissionReviews of ../shared/fixtures, bare requests wrapped as DESIGN says."""
+    """The foreign AdmissionReviews of tests/data/admissionreviews (sources in its SOURCES.md), bare requests
+    wrapped in an envelope as kube-apiserver would send them."""
     import json
 
     out = []
-    for path in sorted((SHARED / "fixtures" / "admissionreviews").glob("*.json")):
+    for path in sorted(FIXTURES.glob("*.json")):
         doc = json.loads(path.read_text())
         if "request" not in doc:
             doc = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": doc}

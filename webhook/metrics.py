@@ -13,10 +13,32 @@ import os
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-REQUESTS = Counter(
-    "storage_affinity_admission_requests_total",
-    "Admission reviews answered, by endpoint, kind, operation and outcome (allowed, patched, denied, error).",
-    ["endpoint", "kind", "operation", "outcome"],
+#: The kinds and operations a review can name in a label; any other is counted as OTHER. A label value taken
+#: from a request unchecked makes one series per distinct value: in every worker's registry and metrics file,
+#: for as long as the worker lives, and in every scrape.
+KINDS = frozenset({"Pod", "Job", "ConfigMap"})
+OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+OTHER = "other"
+
+
+class _RequestCounter:
+    """The requests counter, whose `kind` and `operation` labels come from the request and so are bounded."""
+
+    def __init__(self, counter: Counter) -> None:
+        self.counter = counter
+
+    def labels(self, endpoint: str, kind: str, operation: str, outcome: str) -> Counter:
+        kind = kind if kind in KINDS else OTHER
+        operation = operation if operation in OPERATIONS else OTHER
+        return self.counter.labels(endpoint, kind, operation, outcome)
+
+
+REQUESTS = _RequestCounter(
+    Counter(
+        "storage_affinity_admission_requests_total",
+        "Admission reviews answered, by endpoint, kind, operation and outcome (allowed, patched, denied, error).",
+        ["endpoint", "kind", "operation", "outcome"],
+    )
 )
 DURATION = Histogram(
     "storage_affinity_admission_duration_seconds",
