@@ -46,7 +46,7 @@ class LocalVolume:
 def bound_pv_required_terms(
     view: ClusterView, namespace: str, metadata: Mapping[str, Any], spec: Mapping[str, Any]
 ) -> list[LocalVolume]:
-    """The node-local volumes of a pod (rules.volumes' classification): PVs bound to its claims that carry
+    """The node-local volumes of a pod (rules.kube.volumes' classification): PVs bound to its claims that carry
     `nodeAffinity.required`. An unbound claim's PV is still the scheduler's choice, made with the pod in mind."""
     return [
         LocalVolume(v.volume, str(v.claim), str((v.pv or {}).get("metadata", {}).get("name")), list(v.pv_terms))
