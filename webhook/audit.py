@@ -78,8 +78,7 @@ def objects_from_api(
     """Every object the rules read, listed page by page from the API; the audited kinds are kept whole."""
     from kubernetes import client  # the client only where the API is used: `audit --cluster` works without it
 
-    from webhook.state.apisource import ApiConfigError
-    from webhook.state.live import load_configuration
+    from webhook.state.apisource import ApiConfigError, load_configuration
 
     try:
         configuration, _ = load_configuration(kubeconfig)

@@ -28,8 +28,10 @@ def build_runtime(settings: Settings) -> Runtime:
 
 def _live_runtime(settings: Settings, policy: Policy, source: str) -> Runtime:
     """State from the API, listed and watched by this worker; the policy ConfigMap overrides the base policy."""
+    from webhook.state.apisource import load_configuration
     from webhook.state.lastgood import ReplicaPolicy
-    from webhook.state.live import LiveClusterState, LiveOptions, load_configuration
+    from webhook.state.live import LiveClusterState
+    from webhook.state.watch import LiveOptions
 
     configuration, api_source = load_configuration(settings.kubeconfig)
     options = LiveOptions(

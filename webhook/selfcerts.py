@@ -61,7 +61,7 @@ def rotate(args: argparse.Namespace) -> int:
     from kubernetes import client
 
     from certs.rotation import CertificateRotator, KubeApi, RotationSettings
-    from webhook.state.live import load_configuration
+    from webhook.state.apisource import load_configuration
 
     configuration, _ = load_configuration(args.kubeconfig)
     settings = RotationSettings(

@@ -100,5 +100,5 @@ def test_live_state_places_a_mover_next_to_an_anchor_created_a_moment_before(tmp
                 assert result["spec"]["tolerations"] == anchor["spec"]["tolerations"]
         # our own info lines reach the log, formatted like gunicorn's (time, pid, level, logger)
         assert re.search(
-            r"^\[[-\d :+]+\] \[\d+\] \[INFO\] webhook\.state\.live: pods: listed 0$", live.log.read_text(), re.M
+            r"^\[[-\d :+]+\] \[\d+\] \[INFO\] webhook\.state\.watch: pods: listed 0$", live.log.read_text(), re.M
         )

@@ -15,7 +15,8 @@ from testkit.fakeapi import running_fake_api  # noqa: E402
 from tests.state.conftest import fast_options  # noqa: E402
 from tests.state.objects import pod, pvc  # noqa: E402
 from webhook.runtime import Runtime  # noqa: E402
-from webhook.state.live import LiveClusterState, load_configuration  # noqa: E402
+from webhook.state.apisource import load_configuration  # noqa: E402
+from webhook.state.live import LiveClusterState  # noqa: E402
 
 
 def main(workdir: Path) -> None:

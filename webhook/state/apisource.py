@@ -1,13 +1,15 @@
-"""Which Kubernetes API settings `serve` will use, decided without importing the client.
+"""Which Kubernetes API settings `serve` will use, and loading them.
 
-The CLI checks this in gunicorn's master process, which must not import urllib3/ssl users before the gevent
-workers monkey-patch them; each worker then loads the settings itself (`webhook.state.live.load_configuration`).
+The CLI checks `api_source` in gunicorn's master process, which must not import urllib3/ssl users before the
+gevent workers monkey-patch them; each worker then loads the settings itself (`load_configuration`, which imports
+the client only when called).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 
 class ApiConfigError(ValueError):
@@ -31,3 +33,23 @@ def api_source(kubeconfig: Path | None = None) -> tuple[str, Path | None]:
         "no Kubernetes API to read live state from: not in a cluster, no --kubeconfig, no $KUBECONFIG "
         "and no ~/.kube/config; pass --kubeconfig PATH, or --cluster FILE... for static state"
     )
+
+
+def load_configuration(kubeconfig: Path | None = None) -> tuple[Any, str]:
+    """The client's settings (a `kubernetes.client.Configuration`) from the source `api_source` picks, and a
+    description of it for the log. The client is imported here, in a worker, never in the master (gevent)."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    kind, path = api_source(kubeconfig)
+    try:
+        if kind == "in-cluster":
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:  # a file, or $KUBECONFIG (possibly a list of files) left to the client to merge
+            config_file = str(path) if path is not None else None
+            config.load_kube_config(config_file=config_file, client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except (config.ConfigException, OSError, ValueError, TypeError) as exc:
+        raise ApiConfigError(f"cannot load the Kubernetes API settings ({kind}): {exc}") from None
+    configuration.retries = False  # one attempt per call: the lookup budget and the watch loop decide on retries
+    configuration.connection_pool_maxsize = 16
+    return configuration, f"{kind} {path}" if path is not None else kind

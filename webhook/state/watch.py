@@ -1,0 +1,250 @@
+"""The list+watch engine: one resource listed into a sink, then watched from the list's resourceVersion.
+
+One background thread per resource (greenlets under gunicorn's gevent worker, so none blocks the worker). A watch
+resumes from its last resourceVersion when the server ends it normally; when it expires (410 Gone) or breaks, the
+resource is listed again and replaces its kind wholesale, so an event missed while disconnected is never lost.
+Retries back off exponentially (capped, jittered).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import watch
+from kubernetes.client import ApiException
+
+from rules.model import Json
+from webhook import metrics
+from webhook.state.apierrors import describe
+from webhook.state.index import ClusterIndex, bulk_ingest
+from webhook.state.reload import Sink
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    namespace: str
+    policy_configmap: str = "storage-affinity-policy"
+    lookup_timeout: float = 1.0
+    connect_timeout: float = 5.0
+    list_timeout: float = 60.0
+    watch_timeout: int = 300  # the server ends a watch after this (jittered up to 2x, like client-go)
+    page_size: int = 500
+    backoff_base: float = 0.5
+    backoff_cap: float = 30.0
+    stale_after: float = 120.0  # a synced resource cut off from the API this long makes /readyz fail
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One list+watch: `name` labels metrics and readiness."""
+
+    name: str
+    kind: str
+    list_call: Callable[..., Any]
+    args: tuple[str, ...] = ()
+    selectors: tuple[tuple[str, str], ...] = ()
+
+
+def _cooperative(objects: Iterable[Json]) -> Iterator[Json]:
+    """Hand control back now and then while ingesting a big list, so a gevent worker keeps answering."""
+    for i, obj in enumerate(objects):
+        if i % 256 == 255:
+            time.sleep(0)
+        yield obj
+
+
+class IndexSink:
+    """Feeds one kind of the index; remembers recent deletions so a slow GET cannot resurrect an object."""
+
+    def __init__(self, index: ClusterIndex, kind: str, deleted: dict[tuple[str, str, str], float]) -> None:
+        self.index, self.kind, self.deleted = index, kind, deleted
+
+    def replace(self, objects: Iterable[Json]) -> None:
+        self.index.replace_kind(self.kind, _cooperative(objects))  # replace_kind stamps the kind
+
+    def apply(self, obj: Json) -> None:
+        self.index.apply({**obj, "kind": self.kind})
+
+    def remove(self, obj: Json) -> None:
+        meta = obj.get("metadata") or {}
+        now = time.monotonic()
+        if len(self.deleted) > 1000:
+            for key in [k for k, t in self.deleted.items() if now - t > 60]:
+                self.deleted.pop(key, None)
+        self.deleted[(self.kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = now
+        self.index.remove({**obj, "kind": self.kind})
+
+
+@dataclass
+class _Listed:
+    """What a paged list reports once consumed."""
+
+    count: int = 0
+    version: str = ""
+
+
+class _Gone(Exception):
+    """The watch's resourceVersion is too old (410): list again."""
+
+
+class ResourceWatch:
+    """List, then watch from the list's resourceVersion; re-list on expiry or a broken stream, with backoff."""
+
+    def __init__(self, resource: Resource, sink: Sink, options: LiveOptions) -> None:
+        self.resource, self.sink, self.options = resource, sink, options
+        self.synced = False  # the first list has landed
+        self.connected = False
+        self.last_error: str | None = None
+        self.last_contact = 0.0
+        self._down_since = time.monotonic()
+        self._stop = threading.Event()
+        self._progressed = False
+        self._watch: watch.Watch | None = None
+        self._thread = threading.Thread(target=self._run, name=f"watch-{resource.name}", daemon=True)
+        metrics.CACHE_SYNCED.labels(resource.name).set(0)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        current = self._watch
+        if current is not None:
+            current.stop()  # type: ignore[no-untyped-call]
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def readiness(self) -> str | None:
+        if not self.synced:
+            if self.last_error:
+                return f"not synced (initial list failing: {self.last_error})"
+            return "not synced (initial list pending)"
+        down = time.monotonic() - self._down_since
+        if not self.connected and down > self.options.stale_after:
+            return f"stale: cut off from the API for {down:.0f}s ({self.last_error})"
+        return None
+
+    def age(self) -> float:
+        return time.monotonic() - self.last_contact if self.last_contact else float("inf")
+
+    # -- the loop ------------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            self._progressed = False
+            try:
+                self._watch_from(self._list())
+                continue  # returns only when stopped
+            except _Gone:
+                reason, expired = "watch expired (410 Gone)", True
+                log.info("%s: %s, listing again", self.resource.name, reason)
+            except Exception as exc:  # whatever broke, the cure is a fresh list after a pause
+                reason, expired = describe(exc), False
+                if not self._stop.is_set():
+                    log.warning("%s: %s, listing again", self.resource.name, reason)
+            finally:
+                self._watch = None
+            self._disconnected(reason)
+            # An expiry after a working watch is routine: list at once. Anything else backs off, growing
+            # while nothing gets through.
+            failures = 0 if expired and self._progressed else 1 if self._progressed else failures + 1
+            if failures:
+                self._stop.wait(self._backoff(failures))
+
+    def _backoff(self, failures: int) -> float:
+        ceiling: float = min(self.options.backoff_cap, self.options.backoff_base * 2 ** (failures - 1))
+        return ceiling * random.uniform(0.5, 1.0)
+
+    def _call_kwargs(self) -> dict[str, Any]:
+        return dict(self.resource.selectors)
+
+    def _list(self) -> str:
+        """List page by page into the sink, so a big list is never held whole: only the trimmed index grows."""
+        listed = _Listed()
+        with bulk_ingest():
+            self.sink.replace(self._pages(listed))
+        self.synced = True
+        self._contact()
+        log.info("%s: listed %d", self.resource.name, listed.count)
+        return listed.version
+
+    def _pages(self, listed: _Listed) -> Iterator[Json]:
+        token: str | None = None
+        while True:
+            response = self.resource.list_call(
+                *self.resource.args,
+                limit=self.options.page_size,
+                _continue=token,
+                _preload_content=False,
+                _request_timeout=(self.options.connect_timeout, self.options.list_timeout),
+                **self._call_kwargs(),
+            )
+            page = json.loads(response.data)
+            items = page.get("items") or ()
+            listed.count += len(items)
+            yield from items
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
+            if not token:
+                listed.version = str(meta.get("resourceVersion") or "")
+                return
+
+    def _watch_from(self, version: str) -> None:
+        """Watch until stopped (returns) or until expiry or breakage (raises)."""
+        while not self._stop.is_set():
+            timeout = int(self.options.watch_timeout * random.uniform(1.0, 2.0))
+            self._watch = watch.Watch(return_type=object)  # type: ignore[no-untyped-call]
+            stream = self._watch.stream(  # type: ignore[no-untyped-call]
+                self.resource.list_call,
+                *self.resource.args,
+                resource_version=version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout,
+                _request_timeout=(self.options.connect_timeout, timeout + 15),
+                **self._call_kwargs(),
+            )
+            try:
+                for event in stream:
+                    version = self._deliver(event) or version
+                    self._progressed = True
+            except ApiException as exc:
+                if exc.status == 410:
+                    raise _Gone() from None
+                raise
+            # the server ended the watch normally: resume from the last version seen
+
+    def _deliver(self, event: Json) -> str | None:
+        kind, obj = event.get("type"), event.get("raw_object") or {}
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind in ("ADDED", "MODIFIED"):
+            self.sink.apply(obj)
+        elif kind == "DELETED":
+            self.sink.remove(obj)
+        self._contact()
+        return str(version) if version else None
+
+    def _contact(self) -> None:
+        self.last_contact = time.monotonic()
+        if not self.connected:
+            self.connected = True
+            self.last_error = None
+            metrics.CACHE_SYNCED.labels(self.resource.name).set(1)
+        metrics.CACHE_AGE.labels(self.resource.name).set(0)
+
+    def _disconnected(self, reason: str) -> None:
+        if self.connected:
+            self._down_since = time.monotonic()
+        self.connected = False
+        self.last_error = reason
+        metrics.CACHE_SYNCED.labels(self.resource.name).set(0)
