@@ -7,7 +7,6 @@ pods vs 100 pods interleaved round by round), because absolute numbers on a shar
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import audit, handler, load, report, servers, workload
-from bench.report import RESULTS, step
+from bench.report import save, step
 from testkit.server import issue_certs
 from webhook.policyfile import load_policy_file
 from webhook.state.index import ClusterIndex, bulk_ingest
@@ -83,11 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result["duration_s"] = round(time.time() - started, 1)
     result["targets"] = targets(result)
-    RESULTS.mkdir(exist_ok=True)
-    text = json.dumps(result, indent=2) + "\n"
-    (RESULTS / "latest.json").write_text(text)
-    if args.keep:
-        (RESULTS / f"{args.keep}.json").write_text(text)
+    save(result, keep=args.keep, latest="latest")
     print(summary(result))
     return 0 if all(t["met"] for t in result["targets"]) else 1
 

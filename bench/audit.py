@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import os
 import re
 import statistics
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import servers, workload
-from bench.report import RESULTS, machine, step
+from bench.report import machine, save, step
 from testkit.hey import hey_binary
 from testkit.server import issue_certs
 
@@ -51,11 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         objects = workload.base_objects() + workload.bulk_objects(args.pods)
         result = measure(tmp, certs, objects, body, seconds=args.seconds, interval=args.interval, rate=args.rate)
     result = {"machine": machine(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **result}
-    text = json.dumps(result, indent=2) + "\n"
-    if args.keep:
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / f"{args.keep}.json").write_text(text)
-    print(text)
+    print(save(result, keep=args.keep))
     return 0
 
 

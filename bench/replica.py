@@ -9,7 +9,6 @@ worker lists everything a second time, while its previous index is still alive.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import servers, workload
-from bench.report import RESULTS, machine, step
+from bench.report import machine, save, step
 from testkit.fakeapi import FakeKubeAPI
 from testkit.server import issue_certs
 
@@ -46,11 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             objects = workload.base_objects() + workload.bulk_objects(args.pods)
             result[f"workers_{workers}"] = measure(tmp / f"w{workers}", certs, objects, workers)
             del objects
-    text = json.dumps(result, indent=2) + "\n"
-    if args.keep:
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / f"{args.keep}.json").write_text(text)
-    print(text)
+    print(save(result, keep=args.keep))
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -62,3 +63,13 @@ def table(targets: list[dict[str, Any]]) -> str:
         met = "yes" if t["met"] else "**no**"
         rows.append(f"| {t['target']} | {t['value']}{t['unit']} | {sign} {t['limit']}{t['unit']} | {met} |")
     return "\n".join(rows)
+
+
+def save(result: dict[str, Any], *, keep: str | None, latest: str | None = None) -> str:
+    """Write a run to bench/results: as `latest` (git-ignored) when given, and as `keep` (a run to report)."""
+    text = json.dumps(result, indent=2) + "\n"
+    RESULTS.mkdir(exist_ok=True)
+    for name in (latest, keep):
+        if name:
+            (RESULTS / f"{name}.json").write_text(text)
+    return text
