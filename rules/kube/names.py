@@ -19,23 +19,21 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 def dns1123_label_error(value: str) -> str | None:
     """Why `value` is not a DNS-1123 label (namespace names), or None."""
-    if not value:
-        return "must not be empty"
-    if len(value) > 63:
-        return f"{clip(value)!r} is longer than 63 characters"
-    if not _DNS1123_LABEL.fullmatch(value):
-        return f"{clip(value)!r} is not a DNS-1123 label (lower case alphanumerics and '-', alphanumeric at both ends)"
-    return None
+    return _name_error(value, 63, _DNS1123_LABEL, "a DNS-1123 label (lower case alphanumerics and '-'")
 
 
 def dns1123_subdomain_error(value: str) -> str | None:
     """Why `value` is not a DNS-1123 subdomain (names of most objects), or None."""
+    return _name_error(value, 253, _DNS1123_SUBDOMAIN, "a valid name (lower case alphanumerics, '-' and '.'")
+
+
+def _name_error(value: str, longest: int, pattern: re.Pattern[str], what: str) -> str | None:
     if not value:
         return "must not be empty"
-    if len(value) > 253:
-        return f"{clip(value)!r} is longer than 253 characters"
-    if not _DNS1123_SUBDOMAIN.fullmatch(value):
-        return f"{clip(value)!r} is not a valid name (lower case alphanumerics, '-' and '.', alphanumeric at both ends)"
+    if len(value) > longest:
+        return f"{clip(value)!r} is longer than {longest} characters"
+    if not pattern.fullmatch(value):
+        return f"{clip(value)!r} is not {what}, alphanumeric at both ends)"
     return None
 
 
