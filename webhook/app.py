@@ -51,6 +51,8 @@ ENDPOINTS: dict[str, tuple[Handler, bool]] = {
 
 
 def create_app(runtime: Runtime, *, max_body: int = DEFAULT_MAX_BODY, trivial_endpoint: bool = False) -> Flask:
+    """The WSGI app of one worker (Flask's app factory): the tests build it around any Runtime, the server around
+    the one `webhook.bootstrap` assembles from Settings."""
     app = Flask("storage-affinity-webhook")
     app.config["MAX_CONTENT_LENGTH"] = max_body
     app.extensions["runtime"] = runtime

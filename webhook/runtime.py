@@ -24,6 +24,9 @@ ReadinessCheck = Callable[[], str | None]  # None when ready, else what is missi
 
 @dataclass
 class Runtime:
+    """What one worker decides with: the policy in effect (or why there is none), the cluster view and the
+    readiness checks. The app reads it on every request; the state's watches update it in place."""
+
     policy: Policy
     view: ClusterView
     namespace: str = ""
