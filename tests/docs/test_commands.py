@@ -24,7 +24,9 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -133,8 +135,6 @@ def _helm_words(command: Command) -> list[str]:
 
 def _helm_dir(stack: ExitStack) -> Path:
     """A directory where the docs' relative paths work (`charts/`) and that has a CA (`ca.crt`) to pass."""
-    import tempfile
-
     directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="docs-helm-")))
     (directory / "charts").symlink_to(ROOT / "charts")
     subprocess.run(
@@ -148,28 +148,36 @@ def _helm_dir(stack: ExitStack) -> Path:
 
 @contextmanager
 def _make_run() -> Iterator[int]:
+    """`make run` on a free port, until the page's commands are done; its own process group, stopped whole."""
     port = free_port()
-    process = subprocess.Popen(
-        ["make", "run", f"BIND=127.0.0.1:{port}"],
-        cwd=ROOT,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert process.poll() is None, process.stdout.read().decode() if process.stdout else "make run exited"
-            try:
-                ca = str(ROOT / "dev-certs" / "ca.crt")
-                if requests.get(f"https://localhost:{port}/readyz", verify=ca, timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            ["make", "run", f"BIND=127.0.0.1:{port}"],
+            cwd=ROOT,
+            env=_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            ca = ROOT / "dev-certs" / "ca.crt"  # `make run` issues it first on a fresh clone
+            deadline = time.monotonic() + 120
+            while not _ready(port, ca):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    raise AssertionError(f"make run did not become ready:\n{log.read().decode()[-3000:]}")
                 time.sleep(0.2)
-        yield port
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+            yield port
+        finally:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=30)
+
+
+def _ready(port: int, ca: Path) -> bool:
+    try:
+        return ca.is_file() and requests.get(f"https://localhost:{port}/readyz", verify=str(ca), timeout=1).ok
+    except requests.RequestException:
+        return False
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
