@@ -9,12 +9,9 @@ a ReadWriteOnce volume to two nodes, so it stays Pending with a Multi-Attach err
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-import jsonpatch
 
 from rules import pipeline
 from rules.cluster import ClusterView
@@ -94,18 +91,13 @@ def audit_object(obj: Mapping[str, Any], view: ClusterView, policy: Policy, own_
     report = ObjectAudit(kind, namespace, name)
     subject = Subject(kind=kind, operation="CREATE", namespace=namespace, name=name, obj=dict(obj))
     try:
-        mutation = pipeline.mutate(subject, view, policy, own_namespace)
-        final = jsonpatch.apply_patch(copy.deepcopy(dict(obj)), mutation.patch) if mutation.patch else dict(obj)
-        validation = pipeline.validate(
-            Subject(kind=kind, operation="CREATE", namespace=namespace, name=name, obj=final),
-            view,
-            policy,
-            own_namespace,
-        )
+        chain = pipeline.mutate_then_validate(subject, view, policy, own_namespace)
     except BadObject as exc:
         report.findings = [AuditFinding("object", path, message, "deny") for path, message in exc.problems]
         return report
-    report.findings = list(dict.fromkeys(_findings(mutation) + _findings(validation)))
+    mutation, final = chain.mutation, chain.final or {}
+    # Mutators only warn: the findings are validation's (a value the boundary refuses is reported by both).
+    report.findings = _findings(chain.validation)
     if kind != "Pod" or not mutation.allowed:
         return report
     target = pipeline.pod_target(subject, policy, own_namespace)
@@ -118,7 +110,6 @@ def audit_object(obj: Mapping[str, Any], view: ClusterView, policy: Policy, own_
 
 
 def _findings(decision: Decision) -> list[AuditFinding]:
-    """The decision's findings; a value the boundary refused is reported by both mutation and validation."""
     return [AuditFinding(f.family, f.field, f.message, f.severity.value) for f in decision.findings]
 
 

@@ -18,8 +18,11 @@ class BadObject(ValueError):
     def __init__(self, problems: list[tuple[str, str]], source: str = "object") -> None:
         self.problems = problems
         self.source = source
-        prefix = "" if source == "object" else f"{source}."
-        super().__init__("; ".join(f"{prefix}{p}: {m}" for p, m in problems))
+        super().__init__(self.text("" if source == "object" else source))
+
+    def text(self, root: str) -> str:
+        """Every problem, its path under `root` ("request.object", or nothing for a bare manifest)."""
+        return "; ".join(f"{'.'.join(filter(None, (root, path)))}: {message}" for path, message in self.problems)
 
 
 @dataclass

@@ -7,15 +7,20 @@ mutation is discarded whole (never a half-applied change) and whose validation f
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+import jsonpatch
 
 from rules import registry
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, Context, PodTarget
 from rules.kube.shapes import object_problems
-from rules.model import Decision, Finding, Severity, Subject
+from rules.model import Decision, Finding, Json, Severity, Subject
 from rules.patch import PatchBuilder
 from rules.policy import Policy
 from rules.roles import classify
@@ -73,6 +78,26 @@ def validate(subject: Subject, view: ClusterView, policy: Policy, own_namespace:
     return ctx.decision
 
 
+@dataclass(frozen=True)
+class Chain:
+    """Both webhooks on one object, as the API server chains them: the mutation, the object with its patch
+    applied, and the validation of that object."""
+
+    mutation: Decision
+    final: Json | None
+    validation: Decision
+
+
+def mutate_then_validate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: str = "") -> Chain:
+    """What `review` and the audit both need; raises BadObject like `mutate` and `validate`."""
+    mutation = mutate(subject, view, policy, own_namespace)
+    final = subject.obj
+    if mutation.patch and final is not None:
+        final = jsonpatch.apply_patch(copy.deepcopy(final), mutation.patch)
+    validation = validate(dataclasses.replace(subject, obj=final), view, policy, own_namespace)
+    return Chain(mutation, final, validation)
+
+
 def _checked(ctx: Context) -> bool:
     """The typed boundary, before any rule: raises BadObject for mistyped fields (of the object, and of the old
     object that UPDATE rules compare with); a value no rule can digest is a finding, and no rule runs."""
@@ -105,7 +130,7 @@ def pod_target(subject: Subject, policy: Policy, own_namespace: str) -> PodTarge
     return PodTarget(subject.kind, namespace, metadata, pod.get("spec") or {}, builder, role, base)
 
 
-__all__ = ["BadObject", "Context", "PodTarget", "mutate", "validate"]
+__all__ = ["BadObject", "Chain", "Context", "PodTarget", "mutate", "mutate_then_validate", "validate"]
 
 
 def _run(ctx: Context, rule: Callable[[Context, Any], None], target: Any, *, mutating: bool = False) -> bool:

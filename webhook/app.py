@@ -106,8 +106,7 @@ def _review_view(name: str, handler: Handler, mutating: bool, runtime: Runtime) 
             decision = handler(req, runtime)
         except BadObject as exc:
             metrics.BAD_REQUESTS.labels(name, "400").inc()
-            where = f"request.{exc.source}"
-            return _error("; ".join(f"{where}.{p}: {m}" if p else f"{where}: {m}" for p, m in exc.problems), 400)
+            return _error(exc.text(f"request.{exc.source}"), 400)
         document = build_response(req, decision, mutating=mutating)
         outcome = _outcome(document)
         for rule in decision.rule_errors:

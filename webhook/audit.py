@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -18,9 +18,8 @@ import yaml
 from rules.audit import ObjectAudit, audit_objects
 from rules.model import Json
 from rules.policy import Policy
-from rules.safeload import iter_objects, load_documents
 from webhook.state.index import ClusterIndex, bulk_ingest
-from webhook.state.static import load_static_state
+from webhook.state.static import read_manifests, state_of
 
 EXIT_CLEAN, EXIT_FINDINGS = 0, 1
 #: What the live audit lists, in this order (the cluster state the rules read, then what is audited).
@@ -28,13 +27,16 @@ LIVE_KINDS = ("StorageClass", "Node", "PersistentVolume", "PersistentVolumeClaim
 
 
 class AuditSourceError(Exception):
-    """The objects could not be read: a bad file, or an API that cannot be reached or refuses."""
+    """The API cannot be reached, or refuses to list (a bad file is a DocumentError, as everywhere)."""
 
 
 @dataclass
 class AuditRun:
     reports: list[ObjectAudit]
-    audited: int
+
+    @property
+    def audited(self) -> int:
+        return len(self.reports)
 
     @property
     def findings(self) -> int:
@@ -57,19 +59,13 @@ def run_audit(objects: Iterable[Json], view: Any, policy: Policy, namespace: str
     """Audit the objects of `namespace` (None: every namespace; cluster-scoped objects are never audited)."""
     chosen = [o for o in objects if namespace is None or (o.get("metadata") or {}).get("namespace") == namespace]
     reports = audit_objects(chosen, view, policy)
-    return AuditRun(reports, len(reports))
+    return AuditRun(reports)
 
 
 def objects_from_files(paths: Iterable[Path]) -> tuple[list[Json], ClusterIndex]:
     """The objects of the manifests (the same formats as `review --cluster`) and the state they make."""
-    objects: list[Json] = []
-    for path in paths:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise AuditSourceError(f"{path}: cannot read: {exc}") from None
-        objects.extend(iter_objects(load_documents(text, str(path)), str(path)))
-    return objects, load_static_state(paths)
+    manifests = read_manifests(paths)
+    return [obj for _, obj in manifests], state_of(manifests)
 
 
 def objects_from_api(
@@ -79,6 +75,7 @@ def objects_from_api(
     from kubernetes import client  # the client only where the API is used: `audit --cluster` works without it
 
     from webhook.state.apisource import ApiConfigError, load_configuration
+    from webhook.state.watch import list_pages
 
     try:
         configuration, _ = load_configuration(kubeconfig)
@@ -104,7 +101,7 @@ def objects_from_api(
             for kind in LIVE_KINDS:
                 call, args = calls[kind]
                 count = 0
-                for obj in _pages(call, args):
+                for obj in list_pages(call, *args, page_size=500, timeout=60):
                     obj["kind"] = kind
                     index.apply(obj)
                     if kind in ("Pod", "ConfigMap"):
@@ -127,20 +124,6 @@ def _namespaced(core: Any, what: str, namespace: str | None) -> tuple[Callable[.
     if namespace is None:
         return getattr(core, f"list_{what}_for_all_namespaces"), ()
     return getattr(core, f"list_namespaced_{what}"), (namespace,)
-
-
-def _pages(call: Callable[..., Any], args: tuple[str, ...]) -> Iterator[Json]:
-    """The objects of a paged list, as plain JSON (what the API sends, without the client's model classes)."""
-    token = None
-    while True:
-        kwargs: dict[str, Any] = {"limit": 500, "_preload_content": False, "_request_timeout": 60}
-        if token:
-            kwargs["_continue"] = token
-        page = json.loads(call(*args, **kwargs).data)
-        yield from page.get("items") or ()
-        token = (page.get("metadata") or {}).get("continue")
-        if not token:
-            return
 
 
 # --- output --------------------------------------------------------------------------------------------------

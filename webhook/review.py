@@ -5,11 +5,8 @@ The same codec and rules as the server, so `review` and a server-side dry run gi
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
-
-import jsonpatch
 
 from rules import pipeline
 from rules.cluster import ClusterView
@@ -70,13 +67,8 @@ def as_request(doc: Any) -> AdmissionRequest:
 
 def review(request: AdmissionRequest, policy: Policy, view: ClusterView, own_namespace: str = "") -> ReviewResult:
     """Mutate, apply the patch (as the API server would), then validate the result."""
-    mutation = pipeline.mutate(request.subject(), view, policy, own_namespace)
-    obj = request.obj
-    if mutation.patch and obj is not None:
-        obj = jsonpatch.apply_patch(copy.deepcopy(obj), mutation.patch)
-    subject = request.subject()
-    final = type(subject)(**{**subject.__dict__, "obj": obj})
-    validation = pipeline.validate(final, view, policy, own_namespace)
+    chain = pipeline.mutate_then_validate(request.subject(), view, policy, own_namespace)
+    mutation, validation = chain.mutation, chain.validation
     warnings = [escaped(w) for w in dict.fromkeys(mutation.warnings + validation.warnings)]
     allowed = mutation.allowed and validation.allowed
     denying = next((d for d in (validation, mutation) if not d.allowed), None)
@@ -84,7 +76,7 @@ def review(request: AdmissionRequest, policy: Policy, view: ClusterView, own_nam
     return ReviewResult(
         allowed=allowed,
         patch=mutation.patch if mutation.allowed else [],
-        object=obj,
+        object=chain.final,
         warnings=warnings,
         violations=[{"field": f.field, "message": f.message} for f in validation.denials],
         decisions=mutation.reasons + [r for r in validation.reasons if r not in mutation.reasons],

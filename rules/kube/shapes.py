@@ -54,10 +54,6 @@ def int64(value: Any, path: str, out: Problems) -> None:
         out.types.append((path, "must be a 64-bit integer (out of range)"))
 
 
-def any_value(value: Any, path: str, out: Problems) -> None:
-    """A field a rule only tests for presence."""
-
-
 def obj(fields: Mapping[str, Check], required: tuple[str, ...] = (), extra: Check | None = None) -> Check:
     """An object whose listed fields have the given shapes (absent or null is fine unless required)."""
 
@@ -183,10 +179,3 @@ def object_problems(kind: str, value: Any) -> Problems:
     if shape is not None:
         shape(value, "", out)
     return out
-
-
-def pod_shape_problems(pod: Any, base: str = "") -> list[Problem]:
-    """Type problems of a pod (or a pod template at `base`)."""
-    out = Problems()
-    POD(pod, base, out)
-    return out.types

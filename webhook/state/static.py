@@ -6,33 +6,42 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from rules.kube.shapes import object_problems
+from rules.model import Json
 from rules.safeload import DocumentError, iter_objects, load_documents
 from webhook.state.index import KINDS, ClusterIndex, bulk_ingest
 
 
 def load_static_state(paths: Iterable[str | Path]) -> ClusterIndex:
     """An index of every Pod, PVC, PV, StorageClass, Node and ConfigMap in the files (other kinds ignored)."""
-    index = ClusterIndex()
-    with bulk_ingest():
-        _load_into(index, paths)
-    return index
+    return state_of(read_manifests(paths))
 
 
-def _load_into(index: ClusterIndex, paths: Iterable[str | Path]) -> None:
+def read_manifests(paths: Iterable[str | Path]) -> list[tuple[str, Json]]:
+    """Every object of the files, with the file it came from."""
+    manifests: list[tuple[str, Json]] = []
     for path in paths:
         source = str(path)
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise DocumentError(f"{source}: cannot read: {exc}") from None
-        for obj in iter_objects(load_documents(text, source), source):
-            if obj.get("kind") in KINDS:
-                meta = obj.get("metadata")
-                if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
-                    raise DocumentError(f"{source}: a {obj.get('kind')} has no metadata.name")
-                # The rules read these objects too: the same typed boundary as a review's object.
-                if problems := object_problems(str(obj["kind"]), obj).types:
-                    where = "/".join(filter(None, (meta.get("namespace"), meta["name"])))
-                    field, message = problems[0]
-                    raise DocumentError(f"{source}: {obj['kind']} {where}: {field}: {message}")
-                index.apply(obj)
+        manifests.extend((source, obj) for obj in iter_objects(load_documents(text, source), source))
+    return manifests
+
+
+def state_of(manifests: Iterable[tuple[str, Json]]) -> ClusterIndex:
+    """The index of the objects the rules read, each checked at the same typed boundary as a review's object."""
+    index = ClusterIndex()
+    with bulk_ingest():
+        for source, obj in manifests:
+            if obj.get("kind") not in KINDS:
+                continue
+            meta = obj.get("metadata")
+            if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+                raise DocumentError(f"{source}: a {obj.get('kind')} has no metadata.name")
+            if problems := object_problems(str(obj["kind"]), obj).types:
+                where = "/".join(filter(None, (meta.get("namespace"), meta["name"])))
+                field, message = problems[0]
+                raise DocumentError(f"{source}: {obj['kind']} {where}: {field}: {message}")
+            index.apply(obj)
+    return index

@@ -85,11 +85,34 @@ class IndexSink:
 
 
 @dataclass
-class _Listed:
+class Listed:
     """What a paged list reports once consumed."""
 
     count: int = 0
     version: str = ""
+
+
+def list_pages(
+    call: Callable[..., Any], *args: str, page_size: int, timeout: Any, listed: Listed | None = None, **kwargs: Any
+) -> Iterator[Json]:
+    """The objects of a paged list as plain JSON (not the client's model classes), page by page, so a big list is
+    never held whole; `listed` receives the count and the list's resourceVersion once it is consumed."""
+    token: str | None = None
+    while True:
+        response = call(
+            *args, limit=page_size, _continue=token, _preload_content=False, _request_timeout=timeout, **kwargs
+        )
+        page = json.loads(response.data)
+        items = page.get("items") or ()
+        if listed is not None:
+            listed.count += len(items)
+        yield from items
+        meta = page.get("metadata") or {}
+        token = meta.get("continue") or None
+        if not token:
+            if listed is not None:
+                listed.version = str(meta.get("resourceVersion") or "")
+            return
 
 
 class _Gone(Exception):
@@ -171,7 +194,7 @@ class ResourceWatch:
 
     def _list(self) -> str:
         """List page by page into the sink, so a big list is never held whole: only the trimmed index grows."""
-        listed = _Listed()
+        listed = Listed()
         with bulk_ingest():
             self.sink.replace(self._pages(listed))
         self.synced = True
@@ -179,26 +202,15 @@ class ResourceWatch:
         log.info("%s: listed %d", self.resource.name, listed.count)
         return listed.version
 
-    def _pages(self, listed: _Listed) -> Iterator[Json]:
-        token: str | None = None
-        while True:
-            response = self.resource.list_call(
-                *self.resource.args,
-                limit=self.options.page_size,
-                _continue=token,
-                _preload_content=False,
-                _request_timeout=(self.options.connect_timeout, self.options.list_timeout),
-                **self._call_kwargs(),
-            )
-            page = json.loads(response.data)
-            items = page.get("items") or ()
-            listed.count += len(items)
-            yield from items
-            meta = page.get("metadata") or {}
-            token = meta.get("continue") or None
-            if not token:
-                listed.version = str(meta.get("resourceVersion") or "")
-                return
+    def _pages(self, listed: Listed) -> Iterator[Json]:
+        yield from list_pages(
+            self.resource.list_call,
+            *self.resource.args,
+            page_size=self.options.page_size,
+            timeout=(self.options.connect_timeout, self.options.list_timeout),
+            listed=listed,
+            **self._call_kwargs(),
+        )
 
     def _watch_from(self, version: str) -> None:
         """Watch until stopped (returns) or until expiry or breakage (raises)."""
