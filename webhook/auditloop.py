@@ -9,16 +9,15 @@ being answered while 100,000 pods are audited.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import logging
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Protocol, cast
 
 from rules.audit import audit_objects
 from rules.model import Json
@@ -32,32 +31,27 @@ SLICE = 0.002
 PAUSE = 0.0005
 
 
+class Indexed(Protocol):
+    """A view that can list what it holds: the static index, or the live state over its index."""
+
+    def objects(self, kind: str) -> list[Json]: ...
+
+
 class AuditLoop:
-    def __init__(
-        self,
-        runtime: Runtime,
-        objects: Callable[[], Iterable[Json]],
-        interval: float,
-        lock_file: Path | None = None,
-    ) -> None:
+    def __init__(self, runtime: Runtime, interval: float, lock_file: Path | None = None) -> None:
         self.runtime = runtime
-        self.objects = objects
         self.interval = interval
         self.lock_file = lock_file
         self._lock: IO[str] | None = None
         self._published: set[tuple[str, str]] = set()
-        self._stopped = threading.Event()
-        self.runs = 0
 
     def start(self) -> AuditLoop:
         threading.Thread(target=self._loop, name="audit", daemon=True).start()
         return self
 
-    def stop(self) -> None:
-        self._stopped.set()
-
     def _loop(self) -> None:
-        while not self._stopped.wait(self.interval):
+        while True:
+            time.sleep(self.interval)
             if self.runtime.unavailable() is not None or not self._leader():
                 continue  # no valid policy yet: nothing to audit against
             try:
@@ -82,7 +76,9 @@ class AuditLoop:
         """Audit once and publish; returns the finding counts by (family, namespace)."""
         started = time.monotonic()
         runtime = self.runtime
-        reports = audit_objects(_yielding(self.objects()), runtime.view, runtime.policy, runtime.namespace)
+        view = cast(Indexed, runtime.view)
+        held = [*view.objects("Pod"), *view.objects("ConfigMap")]
+        reports = audit_objects(_yielding(held), runtime.view, runtime.policy, runtime.namespace)
         counts = Counter((f.family, r.namespace) for r in reports for f in r.findings)
         for key in self._published - set(counts):
             metrics.AUDIT_FINDINGS.labels(*key).set(0)  # a series that vanished would keep its last value
@@ -90,7 +86,6 @@ class AuditLoop:
             metrics.AUDIT_FINDINGS.labels(*key).set(count)
         self._published |= set(counts)
         metrics.AUDIT_LAST_RUN.set(time.time())
-        self.runs += 1
         log.info(
             "audit: %d objects, %d findings, in %.1f s",
             len(reports),
@@ -116,18 +111,6 @@ def _yielding(objects: Iterable[Json]) -> Iterator[Json]:
 
 
 def lock_path() -> Path | None:
-    """The replica-wide lock file: in the metrics directory every worker of a replica shares."""
+    """The server-wide lock file: in the metrics directory `serve` creates for its workers before forking."""
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     return Path(directory) / "audit.lock" if directory else None
-
-
-def index_objects(view: Any) -> Callable[[], Iterable[Json]]:
-    """What the audit reads from a view: the pods and ConfigMaps of its index (live or static)."""
-    index = getattr(view, "index", view)
-
-    def objects() -> Iterable[Json]:
-        with contextlib.suppress(AttributeError):
-            return [*index.objects("Pod"), *index.objects("ConfigMap")]
-        return []
-
-    return objects

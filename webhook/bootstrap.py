@@ -59,7 +59,6 @@ def build_app(settings: Settings) -> Flask:
 
 def _start_audit(runtime: Runtime, settings: Settings) -> None:
     """The periodic audit on the state this worker holds; one worker of the server runs it (a lock file)."""
-    from webhook.auditloop import AuditLoop, index_objects, lock_path
+    from webhook.auditloop import AuditLoop, lock_path
 
-    lock = settings.replica_dir / "audit.lock" if settings.replica_dir is not None else lock_path()
-    AuditLoop(runtime, index_objects(runtime.view), settings.audit_interval, lock).start()
+    AuditLoop(runtime, settings.audit_interval, lock_path()).start()

@@ -87,29 +87,28 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
             gevent.sleep(POLL)
         self._drain(servers)
 
-    def _await_loaded(self) -> bool:
+    def _await_loaded(self) -> None:
         """Accept nothing until the app's cluster state and policy are loaded, or its start timeout has passed.
 
         The workers share the listening socket: while this one waits, its siblings accept every connection, so a
         restarted worker never answers from an empty cache or without the policy. The timeout bounds the wait so
         that a server whose API is unreachable still answers /readyz with the reason (and /healthz, before the
-        liveness probe gives up). The master hears from the worker meanwhile. False when stopped while waiting.
+        liveness probe gives up). The master hears from the worker meanwhile. Returns early when stopped.
         """
         app = self.app
         if not hasattr(app, "loaded"):
-            return True
+            return
         started = time.monotonic()
         while self.alive and not app.loaded():
             if time.monotonic() - started >= app.start_timeout:
                 self.log.warning(
                     "Accepting after the start timeout (%gs), not loaded: %s", app.start_timeout, app.not_ready()
                 )
-                return True
+                return
             self.notify()
             gevent.sleep(POLL)
         if self.alive:
             self.log.info("Accepting: cluster state and policy loaded in %.1fs", time.monotonic() - started)
-        return bool(self.alive)
 
     def _drain(self, servers: list[StreamServer]) -> None:
         self._close_idle()  # first: a worker whose pool is full of idle connections has room for the queued ones

@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from tests.support import DATA, EXAMPLES
-from webhook.auditloop import AuditLoop, index_objects
+from webhook.auditloop import AuditLoop
 from webhook.policyfile import load_policy_file
 from webhook.runtime import Runtime
 from webhook.state.static import load_static_state
@@ -27,7 +27,7 @@ def sample(family: str, namespace: str) -> float | None:
 
 def test_the_index_is_audited_and_published_per_family_and_namespace() -> None:
     rt = runtime(*CLUSTER)
-    counts = AuditLoop(rt, index_objects(rt.view), interval=60).run_once()
+    counts = AuditLoop(rt, interval=60).run_once()
     # The index keeps pods that mount a claim, and their disk annotations, node affinity and nodeName.
     assert counts[("coScheduling", "shop")] == 1
     assert counts[("placementDrift", "velero")] == 2
@@ -41,18 +41,17 @@ def test_the_index_is_audited_and_published_per_family_and_namespace() -> None:
 
 def test_findings_that_are_gone_drop_to_zero() -> None:
     rt = runtime(*CLUSTER)
-    loop = AuditLoop(rt, index_objects(rt.view), interval=60)
+    loop = AuditLoop(rt, interval=60)
     loop.run_once()
     rt.view = load_static_state([DATA / "audit" / "clean.yaml"])
-    loop.objects = index_objects(rt.view)
     assert loop.run_once() == {}
     assert sample("coScheduling", "shop") == 0
 
 
 def test_one_loop_per_lock_file_audits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rt = runtime(*CLUSTER)
-    first = AuditLoop(rt, index_objects(rt.view), interval=0.01, lock_file=tmp_path / "audit.lock")
-    second = AuditLoop(rt, index_objects(rt.view), interval=0.01, lock_file=tmp_path / "audit.lock")
+    first = AuditLoop(rt, interval=0.01, lock_file=tmp_path / "audit.lock")
+    second = AuditLoop(rt, interval=0.01, lock_file=tmp_path / "audit.lock")
     assert first._leader() and first._leader()
     assert not second._leader()
     assert first._lock is not None

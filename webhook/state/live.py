@@ -191,6 +191,10 @@ class LiveClusterState:
                 resource_watch.start()
         log.info("following Velero's node-agent ConfigMap %s/%s", namespace, name)
 
+    def objects(self, kind: str) -> list[Json]:
+        """What the index holds of a kind (the audit reads it; no API call)."""
+        return self.index.objects(kind)
+
     # -- ClusterView ---------------------------------------------------------------------------------------
 
     def pvc(self, namespace: str, name: str) -> Json | None:
