@@ -161,3 +161,34 @@ def test_an_unreachable_api_exits_2_naming_it(capsys: pytest.CaptureFixture[str]
 
 def _names(report: dict[str, Any]) -> list[tuple[str, str, str]]:
     return [(o["kind"], o["namespace"], o["name"]) for o in report["objects"]]
+
+
+def test_placement_drift_says_where_the_pod_runs_and_where_admission_would_put_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, out, _ = audit(capsys, "--cluster", *CLUSTER, "--policy", POLICY, "-o", "json")
+    drift = {
+        o["name"]: (f["field"], f["message"], f["severity"])
+        for o in json.loads(out)["objects"]
+        for f in o["findings"]
+        if f["family"] == "placementDrift"
+    }
+    assert drift == {
+        "volsync-src-db-stuck": (
+            "spec.nodeName",
+            "runs on node ip-10-0-2-42.ec2.internal; admission would place it on node ip-10-0-1-17.ec2.internal "
+            "(with pod db-0) now",
+            "warn",
+        ),
+        "nightly-20261120-7hx2q": (
+            "spec.nodeName",
+            "runs on node ip-10-0-1-17.ec2.internal; admission would place it on a node matching its required node "
+            "affinity now",
+            "warn",
+        ),
+        "restore-db-20261121-kq8zm": (
+            "spec",
+            "not scheduled yet, and without the placement admission would give it now",
+            "warn",
+        ),
+    }
