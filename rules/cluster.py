@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
+from rules.kube.nodeset import NodeSet
 from rules.model import Json
 
 
@@ -33,5 +34,9 @@ class ClusterView(Protocol):
     def node(self, name: str) -> Json | None: ...
 
     def nodes(self) -> Iterable[Json]: ...
+
+    def node_set(self) -> NodeSet:
+        """The nodes as one snapshot with a label index: "does any node fit?" without walking them all."""
+        ...
 
     def config_map(self, namespace: str, name: str) -> Json | None: ...

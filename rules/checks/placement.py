@@ -23,6 +23,7 @@ from rules.kube.nodeaffinity import (
     required_node_affinity,
     required_terms,
     term_matches,
+    terms_key,
     volume_terms_match,
 )
 from rules.kube.volumes import claim_volumes
@@ -80,7 +81,7 @@ def placement_consistency(ctx: Context, target: PodTarget) -> None:
 def _check_named_node(ctx: Context, spec: Mapping[str, Any], node_name: str, local: list[LocalVolume]) -> None:
     node = ctx.view.node(node_name)
     if node is None:
-        if any(True for _ in ctx.view.nodes()):
+        if len(ctx.view.node_set()):
             ctx.report(
                 "spec.nodeName",
                 f'node "{node_name}" is not known: if it does not exist the pod never starts',
@@ -115,10 +116,24 @@ def _check_named_node(ctx: Context, spec: Mapping[str, Any], node_name: str, loc
 
 def _check_satisfiable(ctx: Context, spec: Mapping[str, Any], local: list[LocalVolume]) -> None:
     """Warn when no known Node passes nodeSelector, required affinity and the PVs' terms together."""
-    nodes = list(ctx.view.nodes())
-    if not nodes:
+    nodes = ctx.view.node_set()
+    if not len(nodes):
         return
-    if any(pod_fits_node(spec, node) and all(volume_terms_match(lv.terms, node) for lv in local) for node in nodes):
+    selector: Mapping[str, str] = spec.get("nodeSelector") or {}
+    affinity = required_node_affinity(spec)
+    required = None if affinity is None else list(affinity.get("nodeSelectorTerms") or ())
+    groups = [lv.terms for lv in local] + ([required] if required is not None else [])
+    key = (
+        "pod",
+        tuple(sorted(selector.items())),
+        None if required is None else terms_key(required),
+        tuple(terms_key(lv.terms) for lv in local),
+    )
+
+    def fits(node: Json) -> bool:
+        return pod_fits_node(spec, node) and all(volume_terms_match(lv.terms, node) for lv in local)
+
+    if nodes.any_fits(key, fits, groups, selector):
         return
     parts = []
     if spec.get("nodeSelector"):

@@ -41,16 +41,16 @@ def term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     As in component-helpers' LazyErrorNodeSelector, a requirement the API could not parse (unknown operator,
     `In` without values, `Exists` with values, `Gt` with a non-integer) makes its whole term match nothing.
     """
-    return _term_parses(term) and _term_holds(term, node)
+    return term_parses(term) and _term_holds(term, node)
 
 
-def any_node_matches(terms: Sequence[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]) -> bool:
-    """`terms_match` over many nodes, each term parsed once rather than once per node."""
-    usable = [term for term in terms if _term_parses(term)]
-    return bool(usable) and any(_term_holds(term, node) for node in nodes for term in usable)
+def terms_key(terms: Sequence[Mapping[str, Any]]) -> Hashable:
+    """A term list as a key, equal exactly when the JSON values are (a memo key for what is derived from it)."""
+    return tuple(_term_identity(term, _ordered_requirements(term)) for term in terms)
 
 
-def _term_parses(term: Mapping[str, Any]) -> bool:
+def term_parses(term: Mapping[str, Any]) -> bool:
+    """Whether the API could parse every requirement of the term (one it could not makes the term match nothing)."""
     expressions = term.get("matchExpressions") or []
     return bool(expressions or term.get("matchFields")) and all(_expression_parses(expr) for expr in expressions)
 
@@ -165,8 +165,7 @@ def simplify(terms: Iterable[Json]) -> list[Json]:
     unique: dict[Hashable, tuple[Json, _Requirements]] = {}
     for term in terms:
         ordered = _ordered_requirements(term)
-        identity = (ordered, _key({k: v for k, v in term.items() if k not in _PARTS})) if len(term) > 2 else ordered
-        unique.setdefault(identity, (term, (frozenset(ordered[0]), frozenset(ordered[1]))))
+        unique.setdefault(_term_identity(term, ordered), (term, (frozenset(ordered[0]), frozenset(ordered[1]))))
     keys = [requirements for _, requirements in unique.values()]
     return [
         term
@@ -177,6 +176,14 @@ def simplify(terms: Iterable[Json]) -> list[Json]:
 
 _PARTS = ("matchExpressions", "matchFields")
 _Requirements = tuple[frozenset[Hashable], frozenset[Hashable]]
+
+
+def _term_identity(term: Mapping[str, Any], ordered: Hashable) -> Hashable:
+    """The term's requirements; a term with other fields or empty parts is keyed whole, so that equal keys
+    always mean equal JSON."""
+    if all(k in _PARTS and term[k] for k in term):
+        return ordered
+    return ("term", _key(term))
 
 
 def _ordered_requirements(term: Mapping[str, Any]) -> tuple[tuple[Hashable, ...], tuple[Hashable, ...]]:

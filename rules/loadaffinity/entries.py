@@ -11,11 +11,12 @@ there and are accepted (docs/design.md#6-validation); anything else would make t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from rules.cluster import ClusterView
 from rules.kube.names import dns1123_subdomain_error
-from rules.kube.nodeaffinity import NODE_OPERATORS, label_selector_term, term_matches
+from rules.kube.nodeaffinity import NODE_OPERATORS, label_selector_term, term_matches, terms_key
 from rules.kube.selectors import Problem, selector_problems, type_name
 from rules.model import Json
 from rules.suggest import unknown_field
@@ -125,7 +126,7 @@ def entry_cluster_problems(entries: Iterable[Any], path: str, view: ClusterView)
     state) the node check is skipped instead of flagging every entry.
     """
     problems: list[Problem] = []
-    nodes = list(view.nodes())
+    nodes = view.node_set()
     for i, entry in enumerate(entries):
         if load_affinity_problems([entry], "")[0]:
             continue
@@ -134,9 +135,9 @@ def entry_cluster_problems(entries: Iterable[Any], path: str, view: ClusterView)
         if isinstance(storage_class, str) and storage_class and view.storage_class(storage_class) is None:
             problems.append((f"{at}.storageClass", f'StorageClass "{storage_class}" does not exist in the cluster'))
         selector = entry.get("nodeSelector")
-        if nodes and isinstance(selector, Mapping):
+        if len(nodes) and isinstance(selector, Mapping):
             term = label_selector_term(selector)
-            if not any(term_matches(term, node) for node in nodes):
+            if not nodes.any_fits(("term", terms_key([term])), partial(term_matches, term), [[term]]):
                 problems.append(
                     (f"{at}.nodeSelector", f"matches none of the {len(nodes)} known nodes: pods stay Pending")
                 )

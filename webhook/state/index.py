@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from rules.kube.nodeaffinity import REQUIRED_KEY, required_node_affinity
+from rules.kube.nodeset import NodeSet
 from rules.model import PREFIX, Json
 
 #: The kinds the index keeps, by `kind`.
@@ -160,6 +161,10 @@ def bulk_ingest() -> Iterator[None]:
                 gc.freeze()
 
 
+def _labels(node: Mapping[str, Any] | None) -> Any:
+    return None if node is None else (node.get("metadata") or {}).get("labels")
+
+
 def _identity(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str]]:
     """(kind, (namespace, name)): how the index files an object."""
     meta = obj.get("metadata") or {}
@@ -174,6 +179,7 @@ class ClusterIndex:
         self._objects: dict[str, dict[tuple[str, str], Json]] = {kind: {} for kind in KINDS}
         self._claim_users: dict[tuple[str, str], dict[str, Json]] = {}
         self._pod_claims: dict[tuple[str, str], list[str]] = {}
+        self._node_set: NodeSet | None = None  # built on first use after the nodes' names or labels changed
 
     # -- ingest ---------------------------------------------------------------------------------------------
 
@@ -197,6 +203,8 @@ class ClusterIndex:
             return
         trimmed = trim(obj)
         with self._lock:
+            if kind == "Node" and _labels(self._objects[kind].get(key)) != _labels(trimmed):
+                self._node_set = None
             self._objects[kind][key] = trimmed
 
     def remove(self, obj: Mapping[str, Any]) -> None:
@@ -207,6 +215,8 @@ class ClusterIndex:
         with self._lock:
             if kind == "Pod":
                 self._unlink_pod(key)
+            if kind == "Node":
+                self._node_set = None
             self._objects[kind].pop(key, None)
 
     def replace_kind(self, kind: str, objects: Iterable[Mapping[str, Any]]) -> None:
@@ -216,6 +226,8 @@ class ClusterIndex:
             fresh.apply({**obj, "kind": kind})
         with self._lock:
             self._objects[kind] = fresh._objects[kind]
+            if kind == "Node":
+                self._node_set = None
             if kind == "Pod":
                 self._claim_users = fresh._claim_users
                 self._pod_claims = fresh._pod_claims
@@ -255,6 +267,15 @@ class ClusterIndex:
 
     def nodes(self) -> Iterable[Json]:
         return list(self._objects["Node"].values())
+
+    def node_set(self) -> NodeSet:
+        """Rebuilt only when a node was added, removed or relabelled: status updates leave it (and what it has
+        answered) in place."""
+        current = self._node_set
+        if current is None:
+            with self._lock:
+                current = self._node_set = NodeSet(list(self._objects["Node"].values()))
+        return current
 
     def config_map(self, namespace: str, name: str) -> Json | None:
         return self._objects["ConfigMap"].get((namespace, name))

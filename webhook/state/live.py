@@ -23,6 +23,7 @@ from kubernetes import client
 from kubernetes.client import ApiException
 
 from rules.cluster import LookupFailed
+from rules.kube.nodeset import NodeSet
 from rules.model import Json
 from rules.policy import POLICY_LABEL, Policy
 from webhook import metrics
@@ -216,6 +217,10 @@ class LiveClusterState:
     def nodes(self) -> Iterable[Json]:
         self._require("nodes")
         return self.index.nodes()
+
+    def node_set(self) -> NodeSet:
+        self._require("nodes")
+        return self.index.node_set()
 
     def config_map(self, namespace: str, name: str) -> Json | None:
         hit = self.index.config_map(namespace, name)

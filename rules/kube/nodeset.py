@@ -1,0 +1,121 @@
+"""The known Nodes as rules ask about them: "does any node fit these constraints?", at a cost that does not grow
+with the node count.
+
+Three rules ask it for every pod they see (a backup pod's load affinity, a pod's nodeSelector and required
+affinity against its local PVs, a loadAffinity entry against the cluster). Walking every Node made a backup review
+cost more at 10,000 nodes than at 100. A NodeSet is an immutable snapshot of the nodes' names and labels with an
+index from each label to the nodes that carry it: a question is answered by checking only the nodes that could
+match its most selective requirement, and the answer is remembered until the snapshot is replaced (the cluster
+index builds a new one only when a node is added, removed or relabelled, not on every status update).
+
+The index only narrows the candidates; each candidate is checked with the matching functions of
+rules/kube/nodeaffinity.py, so the semantics (unparsable requirements, matchFields, NotIn on a missing label) are
+exactly theirs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from rules.kube.nodeaffinity import term_parses
+from rules.model import Json
+
+#: The full check of one node (nodeSelector, required terms, PV terms...).
+Predicate = Callable[[Json], bool]
+
+MEMO_SIZE = 4096
+
+
+class NodeSet:
+    """The nodes of one moment; answers are memoised per question key for the snapshot's lifetime."""
+
+    def __init__(self, nodes: Iterable[Json]) -> None:
+        self._nodes: dict[str, Json] = {}
+        self._by_label: dict[str, dict[str, set[str]]] = {}
+        for node in nodes:
+            metadata = node.get("metadata") or {}
+            name = str(metadata.get("name") or "")
+            self._nodes[name] = node
+            for key, value in (metadata.get("labels") or {}).items():
+                self._by_label.setdefault(str(key), {}).setdefault(str(value), set()).add(name)
+        self._with_label = {key: frozenset().union(*values.values()) for key, values in self._by_label.items()}
+        self._memo: dict[Hashable, bool] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __iter__(self) -> Iterator[Json]:
+        return iter(self._nodes.values())
+
+    def any_fits(
+        self,
+        key: Hashable,
+        fits: Predicate,
+        groups: Sequence[Sequence[Mapping[str, Any]]] = (),
+        labels: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Whether some node passes `fits`, remembered under `key` (which must identify the question exactly).
+
+        `groups` (ORed term lists that must each hold) and `labels` (a nodeSelector) are requirements `fits` also
+        checks: they only narrow the nodes checked, so they may leave out what `fits` checks, never add to it.
+        """
+        found = self._memo.get(key)
+        if found is not None:
+            return found
+        candidates = self._candidates(groups)
+        for label, value in (labels or {}).items():
+            exact = (self._by_label.get(label) or {}).get(value, ())
+            if candidates is None or len(exact) < len(candidates):
+                candidates = exact
+        nodes = self._nodes.values() if candidates is None else (self._nodes[name] for name in candidates)
+        found = any(fits(node) for node in nodes)
+        with self._lock:
+            if len(self._memo) >= MEMO_SIZE:
+                self._memo.clear()
+            self._memo[key] = found
+        return found
+
+    def _candidates(self, groups: Sequence[Sequence[Mapping[str, Any]]]) -> Collection[str] | None:
+        """The smallest superset of the nodes that satisfy one of the groups (None: every node may)."""
+        best: Collection[str] | None = None
+        for terms in groups:
+            union: set[str] = set()
+            for term in terms:
+                narrowed = self._term_candidates(term)
+                if narrowed is None:
+                    break
+                union.update(narrowed)
+            else:
+                if best is None or len(union) < len(best):
+                    best = union
+        return best
+
+    def _term_candidates(self, term: Mapping[str, Any]) -> Collection[str] | None:
+        """A superset of the nodes the term matches, from its most selective positive requirement."""
+        if not term_parses(term):
+            return ()  # a term the API cannot parse matches no node
+        best: Collection[str] | None = None
+        size = len(self._nodes) + 1
+        for requirement in term.get("matchExpressions") or ():
+            found = self._requirement_candidates(requirement)
+            if found is not None and len(found) < size:
+                best, size = found, len(found)
+        for requirement in term.get("matchFields") or ():
+            values = requirement.get("values") or ()
+            if requirement.get("key") == "metadata.name" and requirement.get("operator") == "In":
+                names = {str(v) for v in values if v in self._nodes}
+                if len(names) < size:
+                    best, size = names, len(names)
+        return best
+
+    def _requirement_candidates(self, requirement: Mapping[str, Any]) -> frozenset[str] | set[str] | None:
+        operator, key = requirement.get("operator"), str(requirement.get("key"))
+        if operator == "In":
+            values = self._by_label.get(key) or {}
+            return set().union(*(values.get(str(v), ()) for v in requirement.get("values") or ()))
+        if operator in ("Exists", "Gt", "Lt"):  # Gt and Lt need the label too
+            return self._with_label.get(key, frozenset())
+        return None  # NotIn and DoesNotExist match nodes without the label: no narrowing
