@@ -9,7 +9,7 @@ untouched.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,15 +29,17 @@ from rules.coscheduling.pinning import (
 from rules.kube.names import dns1123_subdomain_error
 from rules.kube.nodeaffinity import (
     and_terms,
-    any_node_matches,
     label_selector_term,
     simplify,
     terms_imply,
+    terms_key,
+    terms_match,
 )
 from rules.kube.tolerations import merge_tolerations
 from rules.kube.volumes import claim_volumes, node_local_terms
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.loadaffinity.velero import VeleroConfigError, read_config
+from rules.memo import Memo
 from rules.model import Json
 from rules.safeload import JsonError, load_json
 
@@ -82,16 +84,41 @@ def _mutate(ctx: Context, target: PodTarget, role: str) -> None:
     if role == "restore" and _delayed_binding(ctx, storage_class, settings):
         _restore_without_affinity(ctx, target, storage_class or "", claim)
         return
-    selected, applied = select_entries(settings.load_affinity, storage_class)
-    if not selected:
+    load = load_terms_for(settings, storage_class)
+    if not load.count:
         ctx.reason(f"load affinity: no {settings.source} loadAffinity entry for class {storage_class or 'unknown'}")
         return
-    load_terms = simplify([label_selector_term(entry["nodeSelector"]) for entry in selected])
-    apply_terms(ctx, target, load_terms, volume_terms(ctx, target))
-    target.patch.set("metadata", "annotations", LOAD_AFFINITY_APPLIED, value=applied)
-    ctx.audit("load-affinity-applied", applied)
-    which = f"{len(selected)} {settings.source} entr{'y' if len(selected) == 1 else 'ies'}"
-    ctx.reason(f"load affinity: {which} for {'class ' + applied if applied != GLOBAL else 'every class'} (ORed)")
+    apply_terms(ctx, target, load, volume_terms(ctx, target))
+    target.patch.set("metadata", "annotations", LOAD_AFFINITY_APPLIED, value=load.applied)
+    ctx.audit("load-affinity-applied", load.applied)
+    which = f"{load.count} {settings.source} entr{'y' if load.count == 1 else 'ies'}"
+    scope = "class " + load.applied if load.applied != GLOBAL else "every class"
+    ctx.reason(f"load affinity: {which} for {scope} (ORed)")
+
+
+@dataclass(frozen=True)
+class LoadTerms:
+    """The ORed terms of the entries selected for one class, with their memo key."""
+
+    count: int
+    applied: str
+    terms: list[Json]
+    key: Hashable
+
+
+#: Load terms depend only on the entry list (the policy's or the ConfigMap's, never modified) and the class.
+_LOAD_TERMS: Memo[LoadTerms] = Memo(256)
+
+
+def load_terms_for(settings: LoadSettings, storage_class: str | None) -> LoadTerms:
+    def compute() -> LoadTerms:
+        selected, applied = select_entries(settings.load_affinity, storage_class)
+        terms = simplify([label_selector_term(entry["nodeSelector"]) for entry in selected])
+        return LoadTerms(len(selected), applied, terms, terms_key(terms))
+
+    if settings.source == "annotation":  # the pod's own list: a new object every review
+        return compute()
+    return _LOAD_TERMS.by_identity((settings.load_affinity,), storage_class, compute)
 
 
 # --- configuration ------------------------------------------------------------------------------------------
@@ -246,25 +273,48 @@ def pin_restore_pod_to_node(ctx: Context, target: PodTarget, node_name: str) -> 
 # --- terms and tolerations ----------------------------------------------------------------------------------
 
 
-def volume_terms(ctx: Context, target: PodTarget) -> list[list[Json]]:
+def volume_terms(ctx: Context, target: PodTarget) -> list[tuple[Json, ...]]:
     """The required node affinity of every node-local PV the pod mounts, one ORed list per PV."""
-    volumes = claim_volumes(ctx.view, target.namespace, target.metadata, target.spec)
-    return [[dict(term) for term in terms] for terms in node_local_terms(volumes)]
+    return node_local_terms(claim_volumes(ctx.view, target.namespace, target.metadata, target.spec))
 
 
-def apply_terms(ctx: Context, target: PodTarget, load_terms: list[Json], pv_terms: list[list[Json]]) -> None:
-    """AND the load terms with the pod's required terms and the PVs' (design step 5); no-op when implied."""
-    current = current_terms(target)
-    wanted = [load_terms, *pv_terms]
-    result = current
-    if current is None or not all(terms_imply(current, terms) for terms in wanted):
-        for terms in [*pv_terms, load_terms]:
+@dataclass(frozen=True)
+class Combined:
+    """The pod's required terms after step 5, and whether they differ from what it has."""
+
+    terms: list[Json]
+    key: Hashable
+    changed: bool
+
+
+#: Backup pods of one class and zone (or node, for local PVs) get the same terms: the AND is computed once.
+_COMBINED: Memo[Combined] = Memo(1024)
+
+
+def combine_terms(current: list[Json] | None, load: LoadTerms, pv_terms: Sequence[Sequence[Json]]) -> Combined:
+    """AND the load terms with the pod's required terms and the PVs' (design step 5); unchanged when implied."""
+
+    def compute() -> Combined:
+        wanted = [load.terms, *pv_terms]
+        if current is not None and all(terms_imply(current, terms) for terms in wanted):
+            return Combined(current, terms_key(current), changed=False)
+        result = current
+        for terms in [*pv_terms, load.terms]:
             result = and_terms(result, terms)
         assert result is not None
-        write_required(target, result)
-    assert result is not None
-    nodes = list(ctx.view.nodes())
-    if nodes and not any_node_matches(result, nodes):
+        return Combined(result, terms_key(result), changed=True)
+
+    current_key = None if current is None else terms_key(current)
+    return _COMBINED.get((current_key, load.key, tuple(terms_key(terms) for terms in pv_terms)), compute)
+
+
+def apply_terms(ctx: Context, target: PodTarget, load: LoadTerms, pv_terms: Sequence[Sequence[Json]]) -> None:
+    combined = combine_terms(current_terms(target), load, pv_terms)
+    if combined.changed:
+        write_required(target, combined.terms)
+    nodes = ctx.view.node_set()
+    result = combined.terms
+    if len(nodes) and not nodes.any_fits(("terms", combined.key), lambda node: terms_match(result, node), [result]):
         ctx.warn(f"load affinity leaves none of the {len(nodes)} known nodes for this pod: it would stay Pending")
 
 

@@ -1,0 +1,52 @@
+"""Bounded memos for what rules derive from inputs that repeat across reviews (policy lists, PV terms).
+
+Rules stay pure functions of their inputs: a memo only skips recomputing a result from equal inputs. The key
+must say everything the result depends on. Two kinds of key:
+
+- a structural key (`get`): a hashable value equal exactly when the inputs are, e.g. `terms_key` of a term list;
+- object identity (`by_identity`): for inputs nobody mutates after they are built (the policy's lists, the
+  index's objects, which are replaced, never changed). The memo holds the objects, so an id is never reused
+  while its entry lives, and a hit is confirmed with `is`.
+
+Both are bounded (emptied when full): memory never grows with the variety of reviews.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Memo(Generic[T]):
+    def __init__(self, maxsize: int = 1024) -> None:
+        self._maxsize = maxsize
+        self._entries: dict[Hashable, tuple[tuple[object, ...], T]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """The result for `key`, computed once."""
+        found = self._entries.get(key)
+        if found is not None:
+            return found[1]
+        return self._store(key, (), compute())
+
+    def by_identity(self, objects: tuple[object, ...], extra: Hashable, compute: Callable[[], T]) -> T:
+        """The result for these very objects (and `extra`, a structural part of the key), computed once."""
+        key = (tuple(map(id, objects)), extra)
+        found = self._entries.get(key)
+        if found is not None and all(a is b for a, b in zip(found[0], objects, strict=True)):
+            return found[1]
+        return self._store(key, objects, compute())
+
+    def _store(self, key: Hashable, objects: tuple[object, ...], value: T) -> T:
+        with self._lock:
+            if len(self._entries) >= self._maxsize:
+                self._entries.clear()
+            self._entries[key] = (objects, value)
+        return value
