@@ -12,15 +12,13 @@ The shapes are a small declarative table rather than a JSON Schema: jsonschema t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from rules.kube.selectors import is_int64, type_name
 
 Problem = tuple[str, str]
-#: A check of one value at a path: it appends what it finds to the Problems.
-Check = Callable[[Any, str, "Problems"], None]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _PARSED_PREFIXES = (
@@ -42,85 +40,150 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def string(value: Any, path: str, out: Problems) -> None:
-    if not isinstance(value, str):
-        out.types.append((path, f"must be a string, not {type_name(value)}"))
+class Shape:
+    """The shape of one value, checked twice over: `ok` answers yes or no without building a path or a message
+    (every review passes it), `walk` names each problem with its path (run only for a value `ok` refused)."""
+
+    def ok(self, value: Any) -> bool:
+        raise NotImplementedError
+
+    def walk(self, value: Any, path: str, out: Problems) -> None:
+        raise NotImplementedError
 
 
-def int64(value: Any, path: str, out: Problems) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        out.types.append((path, f"must be an integer, not {type_name(value)}"))
-    elif not INT64_MIN <= value <= INT64_MAX:
-        out.types.append((path, "must be a 64-bit integer (out of range)"))
+class _String(Shape):
+    def ok(self, value: Any) -> bool:
+        return isinstance(value, str)
+
+    def walk(self, value: Any, path: str, out: Problems) -> None:
+        if not isinstance(value, str):
+            out.types.append((path, f"must be a string, not {type_name(value)}"))
 
 
-def obj(fields: Mapping[str, Check], required: tuple[str, ...] = (), extra: Check | None = None) -> Check:
-    """An object whose listed fields have the given shapes (absent or null is fine unless required)."""
+class _Int64(Shape):
+    def ok(self, value: Any) -> bool:
+        return type(value) is int and INT64_MIN <= value <= INT64_MAX
 
-    def check(value: Any, path: str, out: Problems) -> None:
+    def walk(self, value: Any, path: str, out: Problems) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            out.types.append((path, f"must be an integer, not {type_name(value)}"))
+        elif not INT64_MIN <= value <= INT64_MAX:
+            out.types.append((path, "must be a 64-bit integer (out of range)"))
+
+
+string: Shape = _String()
+int64: Shape = _Int64()
+
+
+class obj(Shape):
+    """An object whose listed fields have the given shapes (absent or null is fine unless required); `extra`
+    checks the whole object after its fields (a finding about its values, not its types)."""
+
+    def __init__(self, fields: Mapping[str, Shape], required: tuple[str, ...] = (), extra: Shape | None = None):
+        self.fields = tuple(fields.items())
+        self.by_name = dict(fields)
+        self.required = required
+        self.extra = extra
+
+    def ok(self, value: Any) -> bool:
+        if not isinstance(value, dict):
+            return False
+        for key in self.required:
+            if value.get(key) is None:
+                return False
+        for key, shape in self.fields:
+            item = value.get(key)
+            if item is not None and not shape.ok(item):
+                return False
+        return self.extra is None or self.extra.ok(value)
+
+    def walk(self, value: Any, path: str, out: Problems) -> None:
         if not isinstance(value, dict):
             out.types.append((path, f"must be an object, not {type_name(value)}"))
             return
-        for key in required:
+        for key in self.required:
             if value.get(key) is None:
                 out.types.append((_join(path, key), "is required"))
         for key, item in value.items():
-            if item is None:
-                continue
-            rule = fields.get(key)
-            if rule is not None:
-                rule(item, _join(path, key), out)
-        if extra is not None:
-            extra(value, path, out)
-
-    return check
+            shape = self.by_name.get(key)
+            if item is not None and shape is not None:
+                shape.walk(item, _join(path, key), out)
+        if self.extra is not None:
+            self.extra.walk(value, path, out)
 
 
-def list_of(item: Check) -> Check:
-    def check(value: Any, path: str, out: Problems) -> None:
+class list_of(Shape):
+    def __init__(self, item: Shape) -> None:
+        self.item = item
+
+    def ok(self, value: Any) -> bool:
+        if not isinstance(value, list):
+            return False
+        item = self.item
+        return all(item.ok(element) for element in value)
+
+    def walk(self, value: Any, path: str, out: Problems) -> None:
         if not isinstance(value, list):
             out.types.append((path, f"must be a list, not {type_name(value)}"))
             return
         for i, element in enumerate(value):
-            item(element, f"{path}[{i}]", out)
-
-    return check
+            self.item.walk(element, f"{path}[{i}]", out)
 
 
-def map_of(item: Check) -> Check:
-    def check(value: Any, path: str, out: Problems) -> None:
+class map_of(Shape):
+    def __init__(self, item: Shape) -> None:
+        self.item = item
+
+    def ok(self, value: Any) -> bool:
+        if not isinstance(value, dict):
+            return False
+        item = self.item
+        return all(item.ok(element) for element in value.values())
+
+    def walk(self, value: Any, path: str, out: Problems) -> None:
         if not isinstance(value, dict):
             out.types.append((path, f"must be a map, not {type_name(value)}"))
             return
         for key, element in value.items():
-            item(element, f"{path}[{key}]", out)
-
-    return check
+            self.item.walk(element, f"{path}[{key}]", out)
 
 
-def _annotations(value: Any, path: str, out: Problems) -> None:
+class _Annotations(Shape):
     """Only the values rules parse must be strings: a foreign tool's odd value is not ours to refuse."""
-    if not isinstance(value, dict):
-        out.types.append((path, f"must be a map of strings, not {type_name(value)}"))
-        return
-    for key, item in value.items():
-        if not isinstance(item, str) and str(key).startswith(_PARSED_PREFIXES):
-            out.types.append((f"{path}[{key}]", f"must be a string, not {type_name(item)}"))
+
+    def ok(self, value: Any) -> bool:
+        return isinstance(value, dict) and all(
+            isinstance(item, str) or not str(key).startswith(_PARSED_PREFIXES) for key, item in value.items()
+        )
+
+    def walk(self, value: Any, path: str, out: Problems) -> None:
+        if not isinstance(value, dict):
+            out.types.append((path, f"must be a map of strings, not {type_name(value)}"))
+            return
+        for key, item in value.items():
+            if not isinstance(item, str) and str(key).startswith(_PARSED_PREFIXES):
+                out.types.append((f"{path}[{key}]", f"must be a string, not {type_name(item)}"))
 
 
-def _requirement_values(requirement: dict[str, Any], path: str, out: Problems) -> None:
+class _RequirementValues(Shape):
     """Gt and Lt compare integers: their one value must be a 64-bit integer (what kube-apiserver requires)."""
-    if requirement.get("operator") in ("Gt", "Lt"):
-        values = requirement.get("values")
-        if not (isinstance(values, list) and len(values) == 1 and is_int64(values[0])):
-            out.values.append((f"{path}.values", f"{requirement['operator']} needs exactly one 64-bit integer value"))
+
+    def ok(self, value: Any) -> bool:
+        if value.get("operator") not in ("Gt", "Lt"):
+            return True
+        values = value.get("values")
+        return isinstance(values, list) and len(values) == 1 and is_int64(values[0])
+
+    def walk(self, value: Any, path: str, out: Problems) -> None:
+        if not self.ok(value):
+            out.values.append((f"{path}.values", f"{value['operator']} needs exactly one 64-bit integer value"))
 
 
 _STRINGS = map_of(string)
 _REQUIREMENT = obj(
     {"key": string, "operator": string, "values": list_of(string)},
     required=("key", "operator"),
-    extra=_requirement_values,
+    extra=_RequirementValues(),
 )
 _TERM = obj({"matchExpressions": list_of(_REQUIREMENT), "matchFields": list_of(_REQUIREMENT)})
 _NODE_AFFINITY = obj(
@@ -135,7 +198,7 @@ METADATA = obj(
         "creationTimestamp": string,
         "deletionTimestamp": string,
         "labels": _STRINGS,
-        "annotations": _annotations,
+        "annotations": _Annotations(),
     }
 )
 _CLAIM_TEMPLATE = obj(
@@ -169,13 +232,13 @@ POD = obj(
 )
 JOB = obj({"metadata": METADATA, "spec": obj({"template": POD})})
 CONFIG_MAP = obj({"metadata": METADATA, "data": _STRINGS, "binaryData": _STRINGS})
-SHAPES: dict[str, Check] = {"Pod": POD, "Job": JOB, "ConfigMap": CONFIG_MAP}
+SHAPES: dict[str, Shape] = {"Pod": POD, "Job": JOB, "ConfigMap": CONFIG_MAP}
 
 
 def object_problems(kind: str, value: Any) -> Problems:
     """The problems of an object of `kind` in the fields rules read; kinds no rule reads have none."""
     out = Problems()
     shape = SHAPES.get(kind)
-    if shape is not None:
-        shape(value, "", out)
+    if shape is not None and not shape.ok(value):
+        shape.walk(value, "", out)
     return out
