@@ -31,6 +31,8 @@ class Run:
     errors: int
     timeouts: int
     detail: str = ""
+    max_ms: float | None = None  # wrk only: hey reports no maximum
+    over_1s: int | None = None  # wrk only: requests answered after more than a second
 
     def json(self) -> dict[str, object]:
         return asdict(self)
@@ -92,4 +94,6 @@ def wrk(url: str, body: Path, *, seconds: float, connections: int, threads: int 
         p99_ms=summary["p99_us"] / 1000,
         errors=errors + summary["timeouts"],
         timeouts=summary["timeouts"],
+        max_ms=summary["max_us"] / 1000,
+        over_1s=summary["over_1s"],
     )

@@ -63,11 +63,11 @@ class Running:
 
 
 @contextlib.contextmanager
-def static_server(tmp: Path, certs: Path, cluster: Path, policy: Path) -> Iterator[Running]:
+def static_server(tmp: Path, certs: Path, cluster: Path, policy: Path, *, workers: int = 2) -> Iterator[Running]:
     """State from a manifest file, as `make run` serves."""
     tmp.mkdir(parents=True)
     args = ("--cluster", str(cluster), "--policy", str(policy), "--trivial-endpoint")
-    with running_server(tmp, *args, certs=certs, cpus=SERVER_CPUS) as server:
+    with running_server(tmp, *args, workers=workers, certs=certs, cpus=SERVER_CPUS) as server:
         yield Running(server, "static")
 
 
