@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import yaml
 
 
@@ -104,9 +106,21 @@ class JsonError(ValueError):
 
 def load_json(text: str) -> Any:
     """Strict `json.loads` whose every failure is a JsonError fit for a user: `NaN` and `Infinity` are refused,
-    deep nesting (RecursionError) and overlong integers (a bare ValueError) are reported, not raised."""
+    deep nesting (RecursionError) and overlong integers (a bare ValueError) are reported, not raised.
+
+    orjson reads it first, two to three times faster (every review body comes through here). It refuses what
+    the standard library is told to refuse, and a little more (a lone surrogate, nesting past 1,024); whatever
+    it refuses, the standard library reads again, so the result and every error message stay the standard
+    library's. The one silent difference, an integer past 64 bits read as a float, is kept from it: a text
+    with a run of 19 digits or more goes to the standard library directly.
+    """
+    if _LONG_NUMBER.search(text) is None:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
     try:
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        return _STRICT.decode(text)
     except json.JSONDecodeError as exc:
         raise JsonError(f"{exc.msg} at line {exc.lineno}, column {exc.colno}") from None
     except RecursionError:
@@ -124,6 +138,31 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):  # 1e400 reads as infinity
         raise ValueError(f"{text[:20]} is not a finite number")
     return value
+
+
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_LONG_NUMBER = re.compile(r"[0-9]{19}")
+
+
+def copy_json(value: Any) -> Any:
+    """A tree copy of a JSON value in which, unlike `copy.deepcopy`'s, no object appears twice."""
+    if isinstance(value, dict):
+        return {key: copy_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [copy_json(item) for item in value]
+    return value
+
+
+def dump_json(value: Any) -> bytes:
+    """Compact JSON of a value built from JSON values; never `NaN` (loading refuses it, so none can appear).
+
+    orjson writes it (ten times faster than `json.dumps` for a review); what orjson cannot write (an integer
+    past 64 bits, a subclass of a JSON type) goes to the standard library, which refuses non-finite floats.
+    """
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode()
 
 
 def _value_error(exc: ValueError) -> str:

@@ -8,7 +8,6 @@ then 503 with the reason, and kube-apiserver applies the webhook's failurePolicy
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from rules import pipeline
 from rules.context import BadObject
 from rules.model import Decision
 from rules.quoting import escaped
+from rules.safeload import dump_json
 from webhook import metrics
 from webhook.codec import AdmissionRequest, ReviewError, build_response, decode_review
 from webhook.runtime import Runtime
@@ -115,7 +115,7 @@ def _review_view(name: str, handler: Handler, mutating: bool, runtime: Runtime) 
             metrics.LOOKUP_FAILURES.labels(name, runtime.policy.on_lookup_failure).inc()
         metrics.REQUESTS.labels(name, req.kind, req.operation, outcome).inc()
         metrics.DURATION.labels(name).observe(time.perf_counter() - started)
-        return Response(json.dumps(document, separators=(",", ":"), allow_nan=False), mimetype="application/json")
+        return Response(dump_json(document), mimetype="application/json")
 
     view.__name__ = f"review_{name}"
     return view

@@ -16,7 +16,7 @@ from typing import Any
 from rules.messages import denial_message
 from rules.model import Decision, Json, Subject
 from rules.quoting import escaped
-from rules.safeload import NESTED_TOO_DEEPLY, JsonError, load_json
+from rules.safeload import NESTED_TOO_DEEPLY, JsonError, dump_json, load_json
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 WARNING_LIMIT = 120
@@ -131,9 +131,7 @@ def build_response(request: AdmissionRequest, decision: Decision, *, mutating: b
         response["status"] = {"code": code, "reason": reason, "message": denial_message(decision)}
     elif mutating and decision.patch and request.operation == "CREATE" and request.obj is not None:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(
-            json.dumps(decision.patch, separators=(",", ":"), allow_nan=False).encode()
-        ).decode()
+        response["patch"] = base64.b64encode(dump_json(decision.patch)).decode()
     warnings = clip_warnings(decision.warnings)
     if warnings:
         response["warnings"] = warnings

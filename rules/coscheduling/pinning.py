@@ -8,7 +8,6 @@ that is safe, else `requiredAffinity` with a warning.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +16,7 @@ from rules.context import Context, PodTarget
 from rules.kube.nodeaffinity import HOSTNAME_LABEL, REQUIRED, REQUIRED_KEY, merge_terms, name_requirement
 from rules.kube.volumes import ClaimVolume
 from rules.model import Json
+from rules.safeload import copy_json
 
 REQUIRED_AFFINITY, NODE_SELECTOR, NODE_NAME = PLACEMENTS
 
@@ -100,7 +100,7 @@ def write_required(target: PodTarget, terms: Sequence[Mapping[str, Any]] | None)
     the patch value would surface as a YAML alias in `review -o yaml` (which our own loader refuses).
     """
     if terms:
-        target.patch.set("spec", *REQUIRED, value={"nodeSelectorTerms": json.loads(json.dumps(list(terms)))})
+        target.patch.set("spec", *REQUIRED, value={"nodeSelectorTerms": copy_json(list(terms))})
         return
     affinity = target.patch.get("spec", "affinity", default=None) or {}
     node_affinity = {k: v for k, v in (affinity.get("nodeAffinity") or {}).items() if k != REQUIRED_KEY}
