@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -104,9 +103,10 @@ class JsonError(ValueError):
     """JSON text that cannot be read; the message says why (with line and column for syntax errors)."""
 
 
-def load_json(text: str) -> Any:
+def load_json(text: str | bytes) -> Any:
     """Strict `json.loads` whose every failure is a JsonError fit for a user: `NaN` and `Infinity` are refused,
-    deep nesting (RecursionError) and overlong integers (a bare ValueError) are reported, not raised.
+    deep nesting (RecursionError) and overlong integers (a bare ValueError) are reported, not raised. Bytes must
+    be UTF-8 (UnicodeDecodeError otherwise, for the caller to word).
 
     orjson reads it first, two to three times faster (every review body comes through here). It refuses what
     the standard library is told to refuse, and a little more (a lone surrogate, nesting past 1,024); whatever
@@ -114,11 +114,14 @@ def load_json(text: str) -> Any:
     library's. The one silent difference, an integer past 64 bits read as a float, is kept from it: a text
     with a run of 19 digits or more goes to the standard library directly.
     """
-    if _LONG_NUMBER.search(text) is None:
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    if _LONG_DIGITS not in data.translate(_DIGITS):
         try:
-            return orjson.loads(text)
+            return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
     try:
         return _STRICT.decode(text)
     except json.JSONDecodeError as exc:
@@ -141,7 +144,9 @@ def _finite_float(text: str) -> float:
 
 
 _STRICT = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
-_LONG_NUMBER = re.compile(r"[0-9]{19}")
+#: Every digit becomes "0" and every other byte " ": a run of 19 digits is then a plain substring search.
+_DIGITS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_LONG_DIGITS = b"0" * 19
 
 
 def copy_json(value: Any) -> Any:

@@ -63,11 +63,9 @@ def decode_review(body: bytes) -> AdmissionRequest:
     """The request of an AdmissionReview body, or ReviewError (HTTP 400) naming what is wrong. Strict JSON only:
     the transport's half of the typed boundary (the object's fields are checked in rules/kube/shapes.py)."""
     try:
-        text = body.decode("utf-8")
+        doc = load_json(body)
     except UnicodeDecodeError as exc:
         raise ReviewError(f"request body is not UTF-8 (byte {exc.start})") from None
-    try:
-        doc = load_json(text)
     except JsonError as exc:
         usable = "usable " if str(exc) == NESTED_TOO_DEEPLY else ""
         raise ReviewError(f"request body is not {usable}JSON: {exc}") from None

@@ -53,6 +53,14 @@ def test_non_finite_numbers_are_refused(text: str) -> None:
         load_json(text)
 
 
+def test_bytes_are_read_as_utf8_only() -> None:
+    assert load_json('{"a": "é"}'.encode()) == {"a": "é"}
+    with pytest.raises(UnicodeDecodeError):
+        load_json('{"a": "é"}'.encode("utf-16"))  # the standard library would detect UTF-16 in bytes
+    with pytest.raises(UnicodeDecodeError):
+        load_json(b'{"a": "\xff"}')
+
+
 def test_deep_nesting_is_reported_not_raised() -> None:
     with pytest.raises(JsonError, match="nested too deeply"):
         load_json("[" * 100_000 + "]" * 100_000)
