@@ -66,7 +66,8 @@ def hey(url: str, body: Path, *, seconds: float, connections: int, rate: int | N
     )
 
 
-def wrk(url: str, body: Path, *, seconds: float, connections: int, threads: int = 2) -> Run:
+def wrk(url: str, body: Path | None, *, seconds: float, connections: int, threads: int = 2) -> Run:
+    """`wrk` POSTing `body` on every request; GET with `body` None."""
     command = [
         require("wrk"),
         "-t",
@@ -78,7 +79,7 @@ def wrk(url: str, body: Path, *, seconds: float, connections: int, threads: int 
         "--timeout",
         "10s",
     ]
-    command += ["-s", str(LUA), url, "--", str(body)]
+    command += ["-s", str(LUA), url, *(("--", str(body)) if body is not None else ())]
     out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=seconds + 60).stdout
     summary = json.loads(out.strip().splitlines()[-1])
     errors = sum(summary[k] for k in ("connect_errors", "read_errors", "write_errors", "status_errors"))

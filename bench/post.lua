@@ -1,6 +1,10 @@
--- wrk script: POST one AdmissionReview (file given after `--`) on every request; print a JSON summary.
+-- wrk script: POST one AdmissionReview (file given after `--`) on every request, or GET without a file; print a
+-- JSON summary.
 
 function init(args)
+  if args[1] == nil then
+    return
+  end
   local file = assert(io.open(args[1], "rb"))
   wrk.method = "POST"
   wrk.body = file:read("*a")

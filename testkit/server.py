@@ -60,8 +60,12 @@ def running_server(
     ready_timeout: float = 30.0,
     cpus: set[int] | None = None,
     wait_for: str = "/readyz",
+    program: str = "webhook",
 ) -> Iterator[Server]:
     """The server on a free port; with `certs`, serve the files already there (a test may rotate them).
+
+    `program` is the module run as `python -m program serve ...`: a benchmark serves its own WSGI app through
+    the same gunicorn application, started the same way.
 
     It is handed over once `wait_for` answers 200: `/healthz` for a server expected not to become ready.
 
@@ -79,7 +83,7 @@ def running_server(
     command = [
         sys.executable,
         "-m",
-        "webhook",
+        program,
         "serve",
         "--bind",
         f"127.0.0.1:{port}",
