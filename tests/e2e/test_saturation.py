@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import ssl
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ from tests.webhook.review_checks import check_response
 
 pytestmark = pytest.mark.e2e
 
-HEY_SECONDS = 6.0
+HEY_SECONDS = 120.0  # an upper bound: hey is interrupted (and reports) once the new connection is answered
 QUEUED = 300  # reviews pipelined on the kept-alive connection
 
 
@@ -95,9 +96,10 @@ def test_a_new_connection_is_answered_before_a_queue_of_kept_alive_requests(tmp_
         try:
             time.sleep(0.5)  # hey's connections established and busy
             queue, before, after, review, answer = asyncio.run(asyncio.wait_for(_queue_then_new_connection(server), 90))
-            assert hey.poll() is None, "hey stopped before the new connection was answered: lengthen HEY_SECONDS"
+            assert hey.poll() is None, "hey stopped before the new connection was answered"
         finally:
-            result = finish_hey(hey, timeout=HEY_SECONDS + 30)
+            hey.send_signal(signal.SIGINT)  # hey stops its workers and prints its summary
+            result = finish_hey(hey, timeout=30)
         check_response(review, answer, mutating=True)
         assert queue.failures == [] and queue.read == QUEUED, (queue.read, queue.failures[:3])
         waiting = QUEUED - before
@@ -105,4 +107,4 @@ def test_a_new_connection_is_answered_before_a_queue_of_kept_alive_requests(tmp_
         served_meanwhile = after - before
         # Fair: a handful of the queue's turns (the handshake's round trips and the review). Unfair: all of it.
         assert served_meanwhile < waiting // 2, f"{served_meanwhile} of {waiting} queued reviews answered first"
-        assert result.failed == 0, result.summary
+        assert result.failed == 0 and result.sent > 16, result.summary
