@@ -154,3 +154,33 @@ def test_health_readiness_and_metrics(client: FlaskClient) -> None:
 def test_trivial_endpoint_allows_everything(client: FlaskClient) -> None:
     answer = post(client, "allow", _mover_review()).get_json()
     assert answer["response"] == {"uid": "abc", "allowed": True}
+
+
+@pytest.mark.parametrize("endpoint", ["mutate", "validate", "allow"])
+def test_other_methods_on_a_review_endpoint_are_flasks_405(client: FlaskClient, endpoint: str) -> None:
+    answer = client.get(f"/{endpoint}")
+    assert answer.status_code == 405
+    assert answer.headers["Allow"].split(", ") == sorted(["OPTIONS", "POST"])
+
+
+def test_a_fault_in_the_review_transport_is_a_plain_500_logged_once(
+    client: FlaskClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(body: bytes) -> None:
+        raise RuntimeError("secret value from the body")
+
+    monkeypatch.setattr("webhook.app.decode_review", broken)
+    answer = post(client, "mutate", _mover_review())
+    assert (answer.status_code, answer.content_type, answer.text) == (
+        500,
+        "text/plain; charset=utf-8",
+        "internal error\n",
+    )
+    assert [r.message for r in caplog.records if r.levelname == "ERROR"] == ["review mutate failed"]
+
+
+def test_a_review_answer_carries_its_length_and_type(client: FlaskClient) -> None:
+    answer = post(client, "mutate", _mover_review())
+    assert answer.status_code == 200 and answer.content_type == "application/json"
+    assert int(answer.headers["Content-Length"]) == len(answer.data)
+    assert json.loads(answer.data)["response"]["uid"] == "abc"
