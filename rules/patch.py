@@ -82,11 +82,11 @@ class _Leaf:
 
 
 def _emit(original: Any, tree: Mapping[str, Any], path: Path, ops: list[Json]) -> None:
+    mapping = isinstance(original, (dict, Mapping))  # dict first: the ABC check is far dearer
     for key, node in tree.items():
         here = (*path, key)
-        exists = isinstance(original, Mapping) and key in original
-        current = original[key] if exists else _MISSING
-        if isinstance(node, _Leaf):
+        current = original.get(key, _MISSING) if mapping else _MISSING
+        if type(node) is _Leaf:
             if current is _MISSING or current != node.value:
                 ops.append(
                     {
@@ -95,7 +95,7 @@ def _emit(original: Any, tree: Mapping[str, Any], path: Path, ops: list[Json]) -
                         "value": node.value,
                     }
                 )
-        elif isinstance(current, Mapping):
+        elif isinstance(current, (dict, Mapping)):
             _emit(current, node, here, ops)
         else:
             value = _materialise(node)
@@ -104,7 +104,7 @@ def _emit(original: Any, tree: Mapping[str, Any], path: Path, ops: list[Json]) -
 
 
 def _materialise(tree: Mapping[str, Any]) -> Json:
-    return {k: (v.value if isinstance(v, _Leaf) else _materialise(v)) for k, v in tree.items()}
+    return {k: (v.value if type(v) is _Leaf else _materialise(v)) for k, v in tree.items()}
 
 
 def _lookup(doc: Any, path: Sequence[str]) -> Any:
@@ -117,4 +117,4 @@ def _lookup(doc: Any, path: Sequence[str]) -> Any:
 
 def pointer(path: Sequence[str]) -> str:
     """RFC 6901 JSON Pointer; '/' in annotation keys becomes '~1'."""
-    return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in path)
+    return "/" + "/".join([part.replace("~", "~0").replace("/", "~1") for part in path]) if path else ""

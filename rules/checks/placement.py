@@ -121,6 +121,8 @@ def _check_satisfiable(ctx: Context, spec: Mapping[str, Any], local: list[LocalV
         return
     selector: Mapping[str, str] = spec.get("nodeSelector") or {}
     affinity = required_node_affinity(spec)
+    if not selector and affinity is None and not local:
+        return  # nothing constrains the pod: every node fits
     required = None if affinity is None else list(affinity.get("nodeSelectorTerms") or ())
     groups = [lv.terms for lv in local] + ([required] if required is not None else [])
     key = (
