@@ -6,13 +6,15 @@ requests/s under `wrk` with 16 kept-alive connections:
 - `bare_post`: a bare WSGI callable (read the body, `json.loads`, answer a small AdmissionReview) served by the
   production gunicorn application itself, `webhook.server.WebhookServer` with `load()` overridden: the same
   worker class, TLS context, keep-alive and worker count, started as `serve` is (`python -m bench.floor serve`);
-- `flask_allow`: `POST /allow` on the real server (`--trivial-endpoint`), the same body;
-- `bare_get` and `flask_healthz`: a GET with no body on each, for TLS + gunicorn (+ Flask) without JSON.
+- `webhook_allow`: `POST /allow` on the real server (`--trivial-endpoint`), the same body (answered by the
+  review layer in front of Flask, webhook/app.py `ReviewEndpoints`);
+- `bare_get` and `webhook_healthz`: a GET with no body on each, for TLS + gunicorn (+ Flask, which serves
+  health) without JSON.
 
 In-process (a child process, monkey-patched by gevent as a worker is, with PROMETHEUS_MULTIPROC_DIR set as
-`serve` sets it, so that the metrics write their mmap'd files as in production): the Flask app's WSGI callable
-vs the bare one on the same environ, stdlib `json` vs `orjson` (when installed), `json.loads` vs
-`decode_review`, and the metrics a review updates.
+`serve` sets it, so that the metrics write their mmap'd files as in production): the app's WSGI callable vs the
+bare one on the same environ, stdlib `json` vs `orjson`, `json.loads` vs `decode_review`, and the metrics a
+review updates.
 
 `--profile DIR` also samples each worker under saturation with py-spy (when installed) and groups the samples
 by layer. `python -m bench.floor` prints the result as JSON.
@@ -21,7 +23,6 @@ by layer. `python -m bench.floor` prints the result as JSON.
 from __future__ import annotations
 
 import argparse
-import importlib
 import io
 import json
 import os
@@ -35,6 +36,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from webhook.server import WebhookServer
 
@@ -157,22 +160,17 @@ def inprocess_costs(body: bytes, seconds: float, *, metrics_only: bool = False) 
         return run
 
     assert json.loads(call(app, post)())["response"]["allowed"] is True
-    pair("wsgi_post_allow", ("bare", call(bare_app, post)), ("flask", call(app, post)))
-    pair("wsgi_get_healthz", ("bare", call(bare_app, get)), ("flask", call(app, get)))
+    pair("wsgi_post_allow", ("bare", call(bare_app, post)), ("webhook", call(app, post)))
+    pair("wsgi_get_healthz", ("bare", call(bare_app, get)), ("webhook", call(app, get)))
     pair("decode", ("json_loads", lambda: json.loads(body)), ("decode_review", lambda: decode_review(body)))
     review = json.loads(body)
     out["body_bytes"] = len(body)
-    try:  # not a dependency: installed by hand to measure what it would save
-        orjson = importlib.import_module("orjson")
-    except ImportError:
-        out["json_vs_orjson"] = None
-    else:
-        pair(
-            "json_vs_orjson",
-            ("json", lambda: json.dumps(json.loads(body))),
-            ("orjson", lambda: orjson.dumps(orjson.loads(body))),
-        )
-        pair("dumps_vs_orjson", ("json", lambda: json.dumps(review)), ("orjson", lambda: orjson.dumps(review)))
+    pair(
+        "json_vs_orjson",
+        ("json", lambda: json.dumps(json.loads(body))),
+        ("orjson", lambda: orjson.dumps(orjson.loads(body))),
+    )
+    pair("dumps_vs_orjson", ("json", lambda: json.dumps(review)), ("orjson", lambda: orjson.dumps(review)))
     return out
 
 
@@ -211,9 +209,9 @@ def measure(tmp: Path, certs: Path, body: Path, *, seconds: float, rounds: int =
     ):
         targets: dict[str, tuple[Running, str, Path | None]] = {
             "bare_post": (bare, "allow", body),
-            "flask_allow": (hook, "allow", body),
+            "webhook_allow": (hook, "allow", body),
             "bare_get": (bare, "healthz", None),
-            "flask_healthz": (hook, "healthz", None),
+            "webhook_healthz": (hook, "healthz", None),
         }
         for srv, endpoint, posted in targets.values():  # warm: imports, first handshakes, the metrics files
             load.wrk(srv.url(endpoint), posted, seconds=1, connections=CONNECTIONS)
@@ -241,11 +239,11 @@ def measure(tmp: Path, certs: Path, body: Path, *, seconds: float, rounds: int =
         for name in targets
     }
     result["server_ratios"] = {
-        "flask_allow_over_bare_post": _per_round(cpu["flask_allow"], cpu["bare_post"], ratio=True),
-        "flask_allow_minus_bare_post_us": _per_round(cpu["flask_allow"], cpu["bare_post"]),
-        "flask_healthz_minus_bare_get_us": _per_round(cpu["flask_healthz"], cpu["bare_get"]),
+        "webhook_allow_over_bare_post": _per_round(cpu["webhook_allow"], cpu["bare_post"], ratio=True),
+        "webhook_allow_minus_bare_post_us": _per_round(cpu["webhook_allow"], cpu["bare_post"]),
+        "webhook_healthz_minus_bare_get_us": _per_round(cpu["webhook_healthz"], cpu["bare_get"]),
         "bare_post_minus_bare_get_us": _per_round(cpu["bare_post"], cpu["bare_get"]),
-        "bare_post_share_of_flask_allow": _per_round(cpu["bare_post"], cpu["flask_allow"], ratio=True),
+        "bare_post_share_of_webhook_allow": _per_round(cpu["bare_post"], cpu["webhook_allow"], ratio=True),
     }
     result["errors"] = errors
     result["settings"] = {"seconds": seconds, "rounds": rounds, "connections": CONNECTIONS}
@@ -388,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
             ):
                 result["profile"] = {
                     "bare_post": profile(bare, "allow", body, args.seconds, args.profile / "bare_post.txt"),
-                    "flask_allow": profile(hook, "allow", body, args.seconds, args.profile / "flask_allow.txt"),
+                    "webhook_allow": profile(hook, "allow", body, args.seconds, args.profile / "webhook_allow.txt"),
                 }
     print(json.dumps(result, indent=2))
     return 0 if result["errors"] == 0 else 1

@@ -38,7 +38,7 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "memory_gib": round(int(memory) / 1024 / 1024, 1),
         "python": platform.python_version(),
-        "packages": {name: version(name) for name in ("gunicorn", "gevent", "flask", "kubernetes")},
+        "packages": {name: version(name) for name in ("gunicorn", "gevent", "flask", "orjson", "kubernetes")},
         "tools": {name: _debian_version(name) for name in ("hey", "wrk")},
         "load_average_at_start": os.getloadavg(),
     }

@@ -63,7 +63,7 @@ class Running:
 
 
 @contextlib.contextmanager
-def static_server(tmp: Path, certs: Path, cluster: Path, policy: Path, *, workers: int = 2) -> Iterator[Running]:
+def static_server(tmp: Path, certs: Path, cluster: Path, policy: Path, *, workers: int = 1) -> Iterator[Running]:
     """State from a manifest file, as `make run` serves."""
     tmp.mkdir(parents=True)
     args = ("--cluster", str(cluster), "--policy", str(policy), "--trivial-endpoint")
@@ -79,7 +79,7 @@ def live_server(
     policy: Path,
     name: str,
     *,
-    workers: int = 2,
+    workers: int = 1,
     extra: tuple[str, ...] = (),
 ) -> Iterator[Running]:
     """State listed and watched from an API server holding `objects` (the same ingest path as production)."""

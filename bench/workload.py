@@ -141,20 +141,21 @@ def bulk_objects(pods: int) -> list[Json]:
     Pods are full objects as a watch delivers them (labels, owner, containers, status); the index trims them.
     """
     nodes = max(1, pods // 100)
-    objects: list[Json] = [_node(i) for i in range(nodes)]
+    objects: list[Json] = [node(i) for i in range(nodes)]
     for i in range(pods):
         namespace = f"team-{i % 50:02d}"
         name = f"app-{i:06d}"
-        node = f"node-{i % nodes:05d}"
+        on = f"node-{i % nodes:05d}"
         claim = f"data-{name}" if i % 5 == 0 else None
         if claim:
             objects.append(_pvc(namespace, claim, f"pv-{i:06d}"))
-            objects.append(_pv(f"pv-{i:06d}", namespace, claim, node))
-        objects.append(bulk_pod(namespace, name, node, claim))
+            objects.append(_pv(f"pv-{i:06d}", namespace, claim, on))
+        objects.append(bulk_pod(namespace, name, on, claim))
     return objects
 
 
-def _node(i: int) -> Json:
+def node(i: int) -> Json:
+    """Node `node-0000i`: one of three zones and three instance types, as a cloud cluster has them."""
     name = f"node-{i:05d}"
     zone = f"eu-west-1{'abc'[i % 3]}"
     return {
