@@ -75,7 +75,7 @@ monitoring-tools: ## install promtool and the Prometheus server (Debian package 
 		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends prometheus; }
 
-bench: $(STAMP) bench-tools ## measure the webhook against its stack's limit (about 4 minutes; not part of test)
+bench: $(STAMP) bench-tools ## measure the webhook against its stack's limit (about 8 minutes; not part of test)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 soak: $(STAMP) bench-tools ## 5 minutes at a fixed rate while the cluster churns: memory and p99 must stay flat
