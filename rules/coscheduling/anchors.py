@@ -4,6 +4,7 @@ rule, so both always reach the same verdict from the same state (docs/design.md#
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ from rules.annotations import CO_SCHEDULE_WITH
 from rules.cluster import ClusterView
 from rules.context import PodTarget
 from rules.kube.volumes import OWNED, SINGLE_POD, ClaimVolume, claim_volumes
+from rules.memo import Memo
 from rules.model import Json, Severity
 from rules.policy import Policy
 from rules.roles import classify
@@ -98,13 +100,17 @@ def live(pod: Mapping[str, Any]) -> bool:
 def age_key(pod: Mapping[str, Any]) -> tuple[bool, datetime, str]:
     """Oldest first, then by name; pods without a readable creationTimestamp sort last."""
     stamp = (pod.get("metadata") or {}).get("creationTimestamp")
-    try:
-        when = datetime.fromisoformat(str(stamp)) if stamp else None
-    except ValueError:
-        when = None
-    if when is not None and when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
+    when = _parsed(str(stamp)) if stamp else None
     return (when is None, when or _LAST, name_of(pod))
+
+
+@functools.lru_cache(maxsize=4096)  # a claim's holders are compared again for every mover of the claim
+def _parsed(stamp: str) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
 
 
 def choose_anchor(users: Sequence[Json]) -> Json | None:
@@ -195,5 +201,13 @@ def _is_self(pod: Mapping[str, Any], target: PodTarget) -> bool:
     return bool((uid and meta.get("uid") == uid) or (name and not target.is_template and meta.get("name") == name))
 
 
+#: The role of a pod of the index, which the index replaces rather than changes: asked again for every mover of
+#: the claim that pod holds.
+_ROLES: Memo[bool] = Memo(4096)
+
+
 def _is_mover(pod: Mapping[str, Any], namespace: str, policy: Policy) -> bool:
-    return classify(pod.get("metadata") or {}, namespace, policy).role == "mover"
+    metadata = pod.get("metadata") or {}
+    return _ROLES.by_identity(
+        (metadata, policy), namespace, lambda: classify(metadata, namespace, policy).role == "mover"
+    )
