@@ -24,6 +24,7 @@ import contextlib
 import copy
 import itertools
 import json
+import logging
 import queue
 import re
 import socket
@@ -38,6 +39,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 Json = dict[str, Any]
+log = logging.getLogger(__name__)
 
 #: plural → (kind, namespaced, API prefix)
 RESOURCES: dict[str, tuple[str, bool, str]] = {
@@ -78,6 +80,15 @@ class _Watcher:
     events: queue.Queue[Any] = field(default_factory=queue.Queue)
 
 
+class _Server(ThreadingHTTPServer):
+    """A client that goes away mid-answer (a watch cut, a server under test stopped) is normal here. The
+    standard handler prints a banner and a traceback to stderr, from a thread that may outlive the test, so the
+    text landed in whichever test's captured stderr was current; logged instead."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("fake API: request from %s ended early", client_address, exc_info=True)
+
+
 class FakeKubeAPI:
     """The store, the watch fan-out and the fault switches; `url` is what a kubeconfig points at."""
 
@@ -115,7 +126,7 @@ class FakeKubeAPI:
         class Handler(_Handler):
             fake = api
 
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server = _Server(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True
         self.port = server.server_address[1]
         self._server = server
