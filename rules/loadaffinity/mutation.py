@@ -38,7 +38,7 @@ from rules.kube.nodeaffinity import (
 from rules.kube.tolerations import merge_tolerations
 from rules.kube.volumes import claim_volumes, node_local_terms
 from rules.loadaffinity.entries import load_affinity_problems
-from rules.loadaffinity.velero import VeleroConfigError, read_config
+from rules.loadaffinity.velero import NodeAgentConfig, VeleroConfigError, read_config
 from rules.memo import Memo
 from rules.model import Json
 from rules.safeload import JsonError, load_json
@@ -158,12 +158,24 @@ def _source_settings(ctx: Context) -> LoadSettings:
     if config_map is None:
         ctx.warn(f"loadAffinitySource ConfigMap {namespace}/{name} not found: using the policy's own lists")
         return own
-    try:
-        config = read_config(config_map)
-    except VeleroConfigError:
+    config = _CONFIGS.by_identity((config_map,), None, lambda: _read_config(config_map))
+    if config is None:
         ctx.warn(f"loadAffinitySource ConfigMap {namespace}/{name} is invalid: using the policy's own lists")
         return own
     return LoadSettings(config.load_affinity, config.backup_pvc, config.restore_pvc, f"{namespace}/{name}")
+
+
+#: Velero's ConfigMap, read and checked once per version of it: the cluster state replaces a changed ConfigMap
+#: rather than changing it. Reading it per review parsed and checked its JSON for every backup pod, and gave the
+#: load terms memo a new entry list (so a miss) every time.
+_CONFIGS: Memo[NodeAgentConfig | None] = Memo(16)
+
+
+def _read_config(config_map: Json) -> NodeAgentConfig | None:
+    try:
+        return read_config(config_map)
+    except VeleroConfigError:
+        return None
 
 
 # --- storage class ------------------------------------------------------------------------------------------

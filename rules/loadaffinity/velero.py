@@ -90,6 +90,10 @@ def config_problems(config_map: Mapping[str, Any]) -> tuple[list[Problem], list[
         key, doc = config_document(config_map)
     except VeleroConfigError as exc:
         return exc.problems, []
+    return _document_problems(key, doc)
+
+
+def _document_problems(key: str, doc: Mapping[str, Any]) -> tuple[list[Problem], list[Problem]]:
     base = f"data[{key}]"
     errors: list[Problem] = []
     unknown: list[Problem] = []
@@ -115,10 +119,10 @@ def config_problems(config_map: Mapping[str, Any]) -> tuple[list[Problem], list[
 
 def read_config(config_map: Mapping[str, Any]) -> NodeAgentConfig:
     """The placement settings of a valid node-agent ConfigMap; raises VeleroConfigError listing every error."""
-    errors, _ = config_problems(config_map)
+    key, doc = config_document(config_map)
+    errors, _ = _document_problems(key, doc)
     if errors:
         raise VeleroConfigError(errors)
-    key, doc = config_document(config_map)
     return NodeAgentConfig(
         key=key,
         load_affinity=tuple(known_fields(e) for e in doc.get("loadAffinity") or ()),
