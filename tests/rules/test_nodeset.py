@@ -132,6 +132,8 @@ def test_the_index_renews_its_snapshot_only_when_names_or_labels_change() -> Non
     assert relabelled.any_fits("c", partial(terms_match, zone_c), [zone_c]) is True
     index.remove(node("n1"))
     assert index.node_set().any_fits("c", partial(terms_match, zone_c), [zone_c]) is False
+    index.apply({"kind": "Node", "apiVersion": "v1", "metadata": {"name": "bare"}})  # a new node without labels
+    assert "bare" in {n["metadata"]["name"] for n in index.node_set()}
     index.replace_kind("Node", [node("n3", zone="c")])
     assert [n["metadata"]["name"] for n in index.node_set()] == ["n3"]
 

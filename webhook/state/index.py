@@ -161,8 +161,8 @@ def bulk_ingest() -> Iterator[None]:
                 gc.freeze()
 
 
-def _labels(node: Mapping[str, Any] | None) -> Any:
-    return None if node is None else (node.get("metadata") or {}).get("labels")
+def _labels(node: Mapping[str, Any]) -> Any:
+    return (node.get("metadata") or {}).get("labels")
 
 
 def _identity(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str]]:
@@ -203,7 +203,8 @@ class ClusterIndex:
             return
         trimmed = trim(obj)
         with self._lock:
-            if kind == "Node" and _labels(self._objects[kind].get(key)) != _labels(trimmed):
+            previous = self._objects[kind].get(key)
+            if kind == "Node" and (previous is None or _labels(previous) != _labels(trimmed)):
                 self._node_set = None
             self._objects[kind][key] = trimmed
 
