@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rules.cluster import ClusterView
+from rules.kube.volumes import ClaimVolume, claim_volumes
 from rules.model import Decision, Finding, Json, Severity, Subject
 from rules.patch import PatchBuilder
 from rules.policy import Policy
@@ -36,6 +37,14 @@ class PodTarget:
     patch: PatchBuilder
     role: RoleDecision
     base: str = ""  # field path prefix: "" for a Pod, "spec.template" for a Job
+    _volumes: list[ClaimVolume] | None = field(default=None, repr=False)
+
+    def volumes(self, view: ClusterView) -> list[ClaimVolume]:
+        """The pod's claim volumes, looked up once per review: several rules classify them (rules never patch
+        `spec.volumes`, so the answer cannot change during a review)."""
+        if self._volumes is None:
+            self._volumes = claim_volumes(view, self.namespace, self.metadata, self.spec)
+        return self._volumes
 
     @property
     def name(self) -> str:

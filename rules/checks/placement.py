@@ -26,7 +26,7 @@ from rules.kube.nodeaffinity import (
     terms_key,
     volume_terms_match,
 )
-from rules.kube.volumes import claim_volumes
+from rules.kube.volumes import ClaimVolume, claim_volumes
 from rules.model import Json, Severity
 
 FAMILY = "placement"
@@ -49,9 +49,13 @@ def bound_pv_required_terms(
 ) -> list[LocalVolume]:
     """The node-local volumes of a pod (rules.kube.volumes' classification): PVs bound to its claims that carry
     `nodeAffinity.required`. An unbound claim's PV is still the scheduler's choice, made with the pod in mind."""
+    return local_volumes(claim_volumes(view, namespace, metadata, spec))
+
+
+def local_volumes(volumes: Sequence[ClaimVolume]) -> list[LocalVolume]:
     return [
         LocalVolume(v.volume, str(v.claim), str((v.pv or {}).get("metadata", {}).get("name")), list(v.pv_terms))
-        for v in claim_volumes(view, namespace, metadata, spec)
+        for v in volumes
         if v.pv_terms is not None
     ]
 
@@ -61,7 +65,7 @@ def placement_consistency(ctx: Context, target: PodTarget) -> None:
     if target.kind != "Pod" or ctx.subject.operation != "CREATE":
         return
     spec = target.spec
-    local = bound_pv_required_terms(ctx.view, target.namespace, target.metadata, spec)
+    local = local_volumes(target.volumes(ctx.view))
     before = len(ctx.decision.findings)
     node_name = spec.get("nodeName")
     if node_name:

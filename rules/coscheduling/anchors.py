@@ -13,7 +13,7 @@ from typing import Any
 from rules.annotations import CO_SCHEDULE_WITH
 from rules.cluster import ClusterView
 from rules.context import PodTarget
-from rules.kube.volumes import OWNED, SINGLE_POD, ClaimVolume, claim_volumes
+from rules.kube.volumes import OWNED, SINGLE_POD, ClaimVolume
 from rules.memo import Memo
 from rules.model import Json, Severity
 from rules.policy import Policy
@@ -139,7 +139,7 @@ def plan(view: ClusterView, policy: Policy, target: PodTarget) -> Plan:
     """Holds of every owned or single-pod claim (only the annotated one when `co-schedule-with` is set), the
     anchor, and every reason placement is impossible."""
     result = Plan()
-    volumes = result.volumes = claim_volumes(view, target.namespace, target.metadata, target.spec)
+    volumes = result.volumes = target.volumes(view)
     wanted = (target.metadata.get("annotations") or {}).get(CO_SCHEDULE_WITH)
     if wanted is not None:
         chosen = [v for v in volumes if v.claim == wanted]

@@ -36,7 +36,7 @@ from rules.kube.nodeaffinity import (
     terms_match,
 )
 from rules.kube.tolerations import merge_tolerations
-from rules.kube.volumes import claim_volumes, node_local_terms
+from rules.kube.volumes import node_local_terms
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.loadaffinity.velero import NodeAgentConfig, VeleroConfigError, read_config
 from rules.memo import Memo
@@ -273,7 +273,7 @@ def pin_restore_pod_to_node(ctx: Context, target: PodTarget, node_name: str) -> 
             target.patch.set("spec", "nodeSelector", value=selector)
             return mode
     elif mode == NODE_NAME:
-        volumes = claim_volumes(ctx.view, target.namespace, target.metadata, target.spec)
+        volumes = target.volumes(ctx.view)
         if not (why := node_name_unsafe(volumes, target.spec)):
             target.patch.set("spec", "nodeName", value=node_name)
             return mode
@@ -287,7 +287,7 @@ def pin_restore_pod_to_node(ctx: Context, target: PodTarget, node_name: str) -> 
 
 def volume_terms(ctx: Context, target: PodTarget) -> list[tuple[Json, ...]]:
     """The required node affinity of every node-local PV the pod mounts, one ORed list per PV."""
-    return node_local_terms(claim_volumes(ctx.view, target.namespace, target.metadata, target.spec))
+    return node_local_terms(target.volumes(ctx.view))
 
 
 @dataclass(frozen=True)
