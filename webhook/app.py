@@ -62,7 +62,6 @@ def create_app(runtime: Runtime, *, max_body: int = DEFAULT_MAX_BODY, trivial_en
     of other methods and paths.
     """
     app = Flask("storage-affinity-webhook")
-    app.config["MAX_CONTENT_LENGTH"] = max_body
     app.extensions["runtime"] = runtime
     endpoints = dict(ENDPOINTS)
     if trivial_endpoint:
@@ -105,13 +104,7 @@ def _not_dispatched() -> Response:
 Answer = tuple[int, bytes, str]  # status, body, content type
 _JSON = "application/json"
 _TEXT = "text/plain; charset=utf-8"
-_REASONS = {
-    200: "200 OK",
-    400: "400 BAD REQUEST",
-    413: "413 REQUEST ENTITY TOO LARGE",
-    500: "500 INTERNAL SERVER ERROR",
-}
-_REASONS[503] = "503 SERVICE UNAVAILABLE"
+_STATUS_LINES = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
 
 
 class ReviewEndpoints:
@@ -136,7 +129,7 @@ class ReviewEndpoints:
             log.exception("review %s failed", name)
             status, body, content_type = _error("internal error", 500)
         start_response(
-            f"{status} {HTTPStatus(status).phrase}",
+            _STATUS_LINES[status],
             [("Content-Type", content_type), ("Content-Length", str(len(body)))],
         )
         return [body]
