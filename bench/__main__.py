@@ -12,6 +12,7 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -135,9 +136,11 @@ def stack_ratios(srv: servers.Running, files: dict[str, Path], seconds: float, r
             cpu: dict[str, list[float]] = {endpoint: [] for endpoint in runs}
             for _ in range(rounds):
                 for endpoint, done in runs.items():
-                    before = srv.cpu_seconds()
-                    done.append(drive(srv.url(endpoint), body, seconds=seconds, connections=16))
-                    cpu[endpoint].append((srv.cpu_seconds() - before) / max(1, done[-1].requests))
+                    done_run, cost = srv.measured(
+                        partial(drive, srv.url(endpoint), body, seconds=seconds, connections=16)
+                    )
+                    done.append(done_run)
+                    cpu[endpoint].append(cost)
             floor = _pooled(runs["allow"])
             for endpoint in ("mutate", "validate"):
                 run = _pooled(runs[endpoint])
@@ -152,8 +155,8 @@ def stack_ratios(srv: servers.Running, files: dict[str, Path], seconds: float, r
                         "trivial_rps": round(floor["rps"]),
                         "rps_ratio": round(statistics.median(b.rps / a.rps for a, b in pairs), 3),
                         "rps_ratios": [round(b.rps / a.rps, 3) for a, b in pairs],
-                        "cpu_us_per_request": round(statistics.median(cpu[endpoint]) * 1e6),
-                        "trivial_cpu_us_per_request": round(statistics.median(cpu["allow"]) * 1e6),
+                        "cpu_us_per_request": round(statistics.median(cpu[endpoint])),
+                        "trivial_cpu_us_per_request": round(statistics.median(cpu["allow"])),
                         "cpu_capacity_ratio": round(statistics.median(a / b for a, b in cpu_pairs), 3),
                         "p50_ms": run["p50_ms"],
                         "p99_ms": run["p99_ms"],
@@ -259,9 +262,10 @@ def node_sweep(tmp: Path, certs: Path, body: Path, seconds: float) -> dict[str, 
         for _ in range(3):
             for count, srv in running.items():
                 for endpoint in ("mutate", "validate"):
-                    before = srv.cpu_seconds()
-                    run = load.hey(srv.url(endpoint), body, seconds=seconds, connections=8, rate=SWEEP_RATE)
-                    cpu[(count, endpoint)].append((srv.cpu_seconds() - before) / max(1, run.requests) * 1e6)
+                    run, cost = srv.measured(
+                        partial(load.hey, srv.url(endpoint), body, seconds=seconds, connections=8, rate=SWEEP_RATE)
+                    )
+                    cpu[(count, endpoint)].append(cost)
                     runs[(count, endpoint)].append(run)
         for count, srv in running.items():
             out[str(count)] = {"ready_s": round(srv.server.ready_after, 2), "worker_rss_mb": srv.worker_rss_mb()}

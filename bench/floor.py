@@ -34,6 +34,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -221,9 +222,10 @@ def measure(tmp: Path, certs: Path, body: Path, *, seconds: float, rounds: int =
         errors = 0
         for _ in range(rounds):
             for name, (srv, endpoint, posted) in targets.items():
-                before = srv.cpu_seconds()
-                run = load.wrk(srv.url(endpoint), posted, seconds=seconds, connections=CONNECTIONS)
-                cpu[name].append((srv.cpu_seconds() - before) / max(1, run.requests) * 1e6)
+                run, cost = srv.measured(
+                    partial(load.wrk, srv.url(endpoint), posted, seconds=seconds, connections=CONNECTIONS)
+                )
+                cpu[name].append(cost)
                 rps[name].append(run.rps)
                 errors += run.errors
         result["log_bytes_during_rounds"] = {

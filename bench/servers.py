@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.load import Run
 from rules.model import Json
 from testkit.fakeapi import FakeKubeAPI
 from testkit.server import Server, running_server
@@ -57,6 +58,12 @@ class Running:
         """User + system CPU of the master and its workers so far."""
         pids = [self.server.process.pid, *worker_pids(self.server.process.pid)]
         return sum(cpu_seconds(pid) for pid in pids)
+
+    def measured(self, drive: Callable[[], Run]) -> tuple[Run, float]:
+        """A load run and the server CPU µs it cost per request (master and workers, from /proc)."""
+        before = self.cpu_seconds()
+        run = drive()
+        return run, (self.cpu_seconds() - before) / max(1, run.requests) * 1e6
 
     def worker_rss_mb(self) -> list[float]:
         return [round(rss_mb(pid), 1) for pid in worker_pids(self.server.process.pid)]
