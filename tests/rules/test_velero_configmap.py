@@ -168,3 +168,38 @@ def test_broken_example_is_denied_with_every_error() -> None:
         f"{base}.loadAffinity[4].nodeSelector: matches none of the 2 known nodes: pods stay Pending",
         f'{base}.backupPVC[gp3].storageClass: StorageClass "gp3-backup" does not exist in the cluster',
     ]
+
+
+def test_backup_pods_follow_each_new_version_of_the_config_map() -> None:
+    """The ConfigMap is read once per version of it: a replaced ConfigMap is read again, an invalid one falls
+    back to the policy's own lists."""
+    view = view_from(*CLUSTER)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "vgdp-1",
+            "namespace": "velero",
+            "labels": {"velero.io/exposer-pod-group": "snapshot-exposer"},
+        },
+        "spec": {"containers": [{"name": "m", "image": "velero/velero:v1.17.0"}]},
+    }
+
+    def disks() -> tuple[list[Any], list[str]]:
+        decision = pipeline.mutate(subject(pod), view, policy(SOURCE))
+        terms = [op["value"]["nodeAffinity"] for op in decision.patch if op["path"] == "/spec/affinity"]
+        values = [t["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] for t in terms]
+        return values, decision.warnings
+
+    def on(disk: str) -> list[Any]:
+        return [[{"matchExpressions": [{"key": "disk", "operator": "In", "values": [disk]}]}]]
+
+    view.apply(config_map({"config": {"loadAffinity": [{"nodeSelector": {"matchLabels": {"disk": "ssd"}}}]}}))
+    assert disks()[0] == on("ssd")
+    assert disks()[0] == on("ssd")
+    view.apply(config_map({"config": {"loadAffinity": [{"nodeSelector": {"matchLabels": {"disk": "nvme"}}}]}}))
+    assert disks()[0] == on("nvme")
+    view.apply(config_map({"config": {"loadAffinity": [{"nodeSelector": {}}]}}))
+    assert (
+        "loadAffinitySource ConfigMap velero/node-agent-config is invalid: using the policy's own lists" in (disks()[1])
+    )
