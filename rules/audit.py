@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rules import pipeline
+from rules.causes import StuckCause
 from rules.cluster import ClusterView
 from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
@@ -55,6 +56,7 @@ class ObjectAudit:
     would_change: list[Json] = field(default_factory=list)
     findings: list[AuditFinding] = field(default_factory=list)
     multi_attach: bool = False
+    cause: StuckCause | None = None  # set for a storage pod stuck longer than the policy's threshold
 
     @property
     def clean(self) -> bool:
@@ -71,6 +73,8 @@ class ObjectAudit:
         if self.would_change:
             out["wouldChange"] = self.would_change
         out["multiAttach"] = self.multi_attach
+        if self.cause is not None:
+            out["cause"] = self.cause.as_json()
         out["findings"] = [f.as_json() for f in self.findings]
         return out
 
