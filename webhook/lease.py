@@ -19,6 +19,7 @@ On shutdown the holder stops writing, then clears `holderIdentity`: the others t
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 import time
@@ -39,8 +40,9 @@ GROUP, VERSION, PLURAL = "coordination.k8s.io", "v1", "leases"
 
 
 def identity() -> str:
-    """This process among all replicas: the pod name (the hostname) and a per-process suffix."""
-    return f"{socket.gethostname()}_{uuid.uuid4().hex[:10]}"
+    """This process among all replicas: the pod name (the chart's POD_NAME, else the hostname) and a per-process
+    suffix, as client-go's leader election names a holder."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:10]}"
 
 
 def _micro_time() -> str:
