@@ -75,18 +75,18 @@ class AuditLoop:
                 log.exception("audit of existing objects failed")
 
     def _leader(self) -> bool:
-        """True while this worker holds the replica's audit lock (taken without waiting)."""
-        if self.lock_file is None or self._lock is not None:
-            return True
-        handle = self.lock_file.open("a")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            return False
-        self._lock = handle
+        """True while this worker holds the replica's audit lock (taken without waiting); from then on it
+        competes for the Lease."""
+        if self.lock_file is not None and self._lock is None:
+            handle = self.lock_file.open("a")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                return False
+            self._lock = handle
         if self.lease is not None:
-            self.lease.start()
+            self.lease.start()  # once: later calls find it running
         return True
 
     def run_once(self) -> dict[tuple[str, str], int]:

@@ -12,9 +12,11 @@ from rules.audit import AuditFinding, ObjectAudit
 from rules.reports import MANAGED_BY, REPORT_NAME, SOURCE
 from testkit.fakeapi import FakeKubeAPI
 from tests.rules.test_reports import MULTI_ATTACH, audited
-from tests.state.test_lease import api_client
+from tests.state.conftest import NAMESPACE, eventually
+from tests.state.test_lease import TIMING, api_client
 from tests.webhook.test_auditloop import CLUSTER, runtime
 from webhook.auditloop import AuditLoop
+from webhook.lease import LeaseElector
 from webhook.reports import NotLeader, ReportWriter
 
 FOREVER = lambda: math.inf  # noqa: E731 - a replica alone: no lease to ask
@@ -133,6 +135,31 @@ def test_the_audit_loop_writes_reports_with_uids(fake_api: FakeKubeAPI, tmp_path
     assert {ns for ns, _ in stored(fake_api)} == {ns for _, ns in counts}
     loop.run_once()
     assert loop.last_write.writes == 0
+
+
+def test_only_the_worker_with_the_audit_lock_competes_and_only_the_holder_writes(
+    fake_api: FakeKubeAPI, tmp_path: Path
+) -> None:
+    rt = runtime(*CLUSTER)
+    loops = []
+    for name in ("first", "second"):  # two workers of one replica
+        api = api_client(fake_api, tmp_path, name)
+        lease = LeaseElector(api, NAMESPACE, "storage-affinity-webhook", TIMING, holder=name)
+        loops.append(AuditLoop(rt, 60, tmp_path / "audit.lock", ReportWriter(api, "auto", lease.remaining), lease))
+    first, second = loops
+    assert first.lease is not None and second.lease is not None
+    try:
+        second.run_once()  # not the lock holder: never competed, writes nothing
+        assert second.last_write is None and writes(fake_api) == 0
+        assert first._leader() and not second._leader()
+        eventually(first.lease.holds, what="the lock holder takes the lease")
+        first.run_once()
+        assert first.last_write is not None and first.last_write.created > 0
+        assert fake_api.get("Lease", NAMESPACE, "storage-affinity-webhook") is not None
+        assert second.lease.holds() is False and fake_api.count("GET", "Lease") > 0
+        assert not [r for r in fake_api.requests if r.agent == "second" and "leases" in r.path]
+    finally:
+        first.lease.stop()
 
 
 def test_ten_thousand_findings_writes_per_run(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
