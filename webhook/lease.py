@@ -19,6 +19,7 @@ On shutdown the holder stops writing, then clears `holderIdentity`: the others t
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -133,7 +134,9 @@ class LeaseElector:
         now = _micro_time()
         spec: dict[str, Any] = dict((lease or {}).get("spec") or {})
         taking = spec.get("holderIdentity") != self.holder
-        spec.update(holderIdentity=self.holder, leaseDurationSeconds=round(self.timing.duration), renewTime=now)
+        # Whole seconds (int32 in the API), rounded up: others must never wait less than this holder writes.
+        declared = math.ceil(self.timing.duration)
+        spec.update(holderIdentity=self.holder, leaseDurationSeconds=declared, renewTime=now)
         if taking:
             spec["acquireTime"] = now
             spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (1 if lease is not None else 0)

@@ -163,3 +163,12 @@ def test_racing_for_a_fresh_lease_one_wins(fake_api: FakeKubeAPI, tmp_path: Path
         elector.stop()
     assert monitor.most == 1
     assert [e.holder for e in electors if e.holds()] == [holder(fake_api)]
+
+
+def test_a_fractional_duration_is_declared_rounded_up(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
+    """leaseDurationSeconds is whole seconds: rounded down, others could take over while the holder still writes."""
+    timing = LeaseTiming(duration=1.4, renew_deadline=1.2, retry_period=0.1)
+    elector = LeaseElector(api_client(fake_api, tmp_path, "a"), NAMESPACE, LEASE, timing, holder="a")
+    assert elector.try_once()
+    lease = fake_api.get("Lease", NAMESPACE, LEASE)
+    assert lease is not None and lease["spec"]["leaseDurationSeconds"] == 2
