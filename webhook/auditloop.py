@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Protocol, cast
+from typing import IO, Protocol, TypeVar, cast
 
 from rules.audit import ObjectAudit, audit_objects
 from rules.model import Json
@@ -29,6 +29,7 @@ from webhook.runtime import Runtime
 from webhook.state.apierrors import describe
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: The longest stretch of auditing without handing the worker back to the requests it serves, and the pause then.
 SLICE = 0.002
@@ -124,14 +125,14 @@ class AuditLoop:
             if (meta := obj.get("metadata") or {}).get("uid")
         }
         try:
-            self.last_write = writer.write(reports, uids)
+            self.last_write = writer.write(_yielding(reports), uids)
         except NotLeader:
             log.info("policy reports: the lease ran out during the run; the holder writes them")
         except Exception as exc:
             log.warning("policy reports not written: %s", describe(exc))
 
 
-def _yielding(objects: Iterable[Json]) -> Iterator[Json]:
+def _yielding(objects: Iterable[T]) -> Iterator[T]:
     """The objects, handing the worker back every SLICE seconds of auditing.
 
     A short sleep rather than `sleep(0)`: under gevent, `sleep(0)` resumes this greenlet before the hub polls the
