@@ -9,6 +9,8 @@ sends no bookmarks and never answers 410. The behaviours under test — resume f
   `BOOKMARK` events when allowed, `timeoutSeconds`), get, create (POST), replace (PUT), delete;
 - labelSelector (`k=v`, `k!=v`, `k`, `!k`) and fieldSelector (`metadata.name`, `metadata.namespace`), with the
   real server's ADDED/DELETED translation when an update moves an object in or out of a watch's selector;
+- the policy report groups (openreports.io, wgpolicyk8s.io) while their CRDs are installed (`crds`), with their
+  discovery documents, and coordination.k8s.io Leases; a replace naming a stale resourceVersion gets 409 Conflict;
 - faults: `expire_watches()` (410), `break_watches()` (connection cut without the final chunk),
   `silently()` (changes no watch sees, only a re-list), `fail(status)` and `delay(seconds)` for requests,
   `holding()` (requests unanswered until the test lets them go), `stop()`/`start()` (API down and back on the
@@ -49,11 +51,17 @@ RESOURCES: dict[str, tuple[str, bool, str]] = {
     "persistentvolumes": ("PersistentVolume", False, "/api/v1"),
     "nodes": ("Node", False, "/api/v1"),
     "storageclasses": ("StorageClass", False, "/apis/storage.k8s.io/v1"),
+    "leases": ("Lease", True, "/apis/coordination.k8s.io/v1"),
+    "reports": ("Report", True, "/apis/openreports.io/v1alpha1"),
+    "policyreports": ("PolicyReport", True, "/apis/wgpolicyk8s.io/v1alpha2"),
 }
 PLURAL_OF = {kind: plural for plural, (kind, _, _) in RESOURCES.items()}
 _PATH = re.compile(
-    r"^(?:/api/v1|/apis/storage\.k8s\.io/v1)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z]+)(?:/(?P<name>[^/]+))?$"
+    r"^(?P<prefix>/api/v1|/apis/storage\.k8s\.io/v1|/apis/coordination\.k8s\.io/v1|/apis/openreports\.io/v1alpha1"
+    r"|/apis/wgpolicyk8s\.io/v1alpha2)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z]+)(?:/(?P<name>[^/]+))?$"
 )
+#: The groups served only while their CRDs are installed (`FakeKubeAPI.crds`).
+CRD_GROUPS = ("openreports.io", "wgpolicyk8s.io")
 _EXPIRE, _BREAK, _END = object(), object(), object()
 
 
@@ -66,6 +74,7 @@ class Request:
     method: str
     path: str
     query: dict[str, str]
+    agent: str = ""  # the User-Agent: which of several clients sent it (a fault can hit one replica only)
 
     @property
     def watch(self) -> bool:
@@ -112,6 +121,8 @@ class FakeKubeAPI:
         self._server: ThreadingHTTPServer | None = None
         self._connections: set[socket.socket] = set()
         self.port = 0
+        #: The CRD groups installed: their discovery and resources answer, the others' 404.
+        self.crds: set[str] = set(CRD_GROUPS)
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -379,8 +390,8 @@ def _event_for(watcher: _Watcher, old: Json | None, new: Json | None, deleted: J
 
 def _with_kind(obj: Json | None, kind: str) -> Json:
     assert obj is not None
-    plural = PLURAL_OF[kind]
-    api_version = "storage.k8s.io/v1" if plural == "storageclasses" else "v1"
+    prefix = RESOURCES[PLURAL_OF[kind]][2]
+    api_version = prefix.removeprefix("/apis/").removeprefix("/api/")
     return {"kind": kind, "apiVersion": api_version, **copy.deepcopy(obj)}
 
 
@@ -416,6 +427,45 @@ def _field_test(term: str) -> Callable[[dict[str, Any]], bool]:
     if attribute is None:
         raise ValueError(f"field selector {path!r} is not supported by the fake API")
     return lambda meta: (str(meta.get(attribute) or "") == value) != negate
+
+
+def _served(plural: str, prefix: str, crds: set[str]) -> bool:
+    """A resource of a served group, asked for under its own API prefix."""
+    if plural not in RESOURCES or RESOURCES[plural][2] != prefix:
+        return False
+    group = prefix.removeprefix("/apis/").split("/")[0]
+    return group not in CRD_GROUPS or group in crds
+
+
+def _discovery(path: str, crds: set[str]) -> Json | None:
+    """The APIResourceList of `/apis/<group>/<version>` for a served group (what the client's discovery reads)."""
+    if not path.startswith("/apis/") or path.count("/") != 3:
+        return None
+    plurals = [p for p, (_, _, prefix) in RESOURCES.items() if prefix == path and _served(p, prefix, crds)]
+    if not plurals:
+        return None
+    resources = [
+        {"name": p, "singularName": "", "namespaced": RESOURCES[p][1], "kind": RESOURCES[p][0], "verbs": _VERBS}
+        for p in plurals
+    ]
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": path[len("/apis/") :],
+        "resources": resources,
+    }
+
+
+_VERBS = ["create", "delete", "get", "list", "update", "watch"]
+
+
+def _stale(stored: Json | None, body: Json) -> str | None:
+    """Why a replace must be refused as the real server does: it names a resourceVersion that is not current."""
+    wanted = (body.get("metadata") or {}).get("resourceVersion")
+    current = (stored or {}).get("metadata", {}).get("resourceVersion")
+    if wanted and stored is not None and wanted != current:
+        return "the object has been modified; please apply your changes to the latest version and try again"
+    return None
 
 
 def _status(code: int, reason: str, message: str) -> Json:
@@ -462,7 +512,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self, method: str) -> None:
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        req = Request(method, url.path, query)
+        req = Request(method, url.path, query, self.headers.get("User-Agent") or "")
         fake = self.fake
         fake.requests.append(req)
         length = int(self.headers.get("Content-Length") or 0)
@@ -478,8 +528,10 @@ class _Handler(BaseHTTPRequestHandler):
         if fake._failure is not None and fake._failure[1](req):
             status = fake._failure[0]
             return self._json(status, _status(status, "InternalError", f"injected failure {status}"))
+        if method == "GET" and (resources := _discovery(url.path, fake.crds)) is not None:
+            return self._json(200, resources)
         match = _PATH.match(url.path)
-        if not match or match["plural"] not in RESOURCES:
+        if not match or not _served(match["plural"], match["prefix"], fake.crds):
             return self._json(404, _status(404, "NotFound", f"the server could not find {url.path}"))
         plural, ns, name = match["plural"], match["ns"], match["name"]
         kind, namespaced, _ = RESOURCES[plural]
@@ -509,10 +561,14 @@ class _Handler(BaseHTTPRequestHandler):
             body.setdefault("kind", kind)
             if namespaced:
                 body.setdefault("metadata", {})["namespace"] = key_ns
-            try:
-                return self._json(200, fake.update(body))
-            except KeyError as exc:
-                return self._json(404, _status(404, "NotFound", str(exc)))
+            with fake._lock:  # compare and swap, as etcd does: two replaces of one version, one wins
+                if conflict := _stale(fake.get(plural, key_ns, name), body):
+                    return self._json(409, _status(409, "Conflict", conflict))
+                try:
+                    stored = fake.update(body)
+                except KeyError as exc:
+                    return self._json(404, _status(404, "NotFound", str(exc)))
+            return self._json(200, stored)
         if method == "DELETE" and name is not None:
             try:
                 fake.delete(plural, key_ns, name)

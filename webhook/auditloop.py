@@ -3,8 +3,9 @@
 It reads the in-memory index (no extra API load) and publishes `storage_affinity_audit_findings{family,namespace}`
 and `storage_affinity_audit_last_run_timestamp_seconds`. One worker of a server audits: the one holding an
 advisory lock on a file in the directory its workers share (the lock goes with a dead worker, and a sibling
-takes over at its next turn). The audit yields to the worker's other greenlets every few milliseconds, so reviews keep
-being answered while 100,000 pods are audited.
+takes over at its next turn). That worker also writes the policy reports when its replica holds the Lease
+(webhook/lease.py: one writer across replicas; webhook/reports.py: what it writes). The audit yields to the
+worker's other greenlets every few milliseconds, so reviews keep being answered while 100,000 pods are audited.
 """
 
 from __future__ import annotations
@@ -17,14 +18,18 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Protocol, cast
+from typing import IO, Protocol, TypeVar, cast
 
-from rules.audit import audit_objects
+from rules.audit import ObjectAudit, audit_objects
 from rules.model import Json
 from webhook import metrics
+from webhook.lease import LeaseElector
+from webhook.reports import NotLeader, ReportWriter, WriteCounts
 from webhook.runtime import Runtime
+from webhook.state.apierrors import describe
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: The longest stretch of auditing without handing the worker back to the requests it serves, and the pause then.
 SLICE = 0.002
@@ -38,10 +43,20 @@ class Indexed(Protocol):
 
 
 class AuditLoop:
-    def __init__(self, runtime: Runtime, interval: float, lock_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        interval: float,
+        lock_file: Path | None = None,
+        reports: ReportWriter | None = None,
+        lease: LeaseElector | None = None,
+    ) -> None:
         self.runtime = runtime
         self.interval = interval
         self.lock_file = lock_file
+        self.reports = reports
+        self.lease = lease  # None: this process writes reports alone (no other replica)
+        self.last_write: WriteCounts | None = None  # what the last run wrote, when it wrote reports
         self._lock: IO[str] | None = None
         self._published: set[tuple[str, str]] = set()
 
@@ -50,6 +65,7 @@ class AuditLoop:
         return self
 
     def _loop(self) -> None:
+        self._leader()  # the worker that takes the lock competes for the Lease from now on
         while True:
             time.sleep(self.interval)
             if self.runtime.unavailable() is not None or not self._leader():
@@ -60,16 +76,18 @@ class AuditLoop:
                 log.exception("audit of existing objects failed")
 
     def _leader(self) -> bool:
-        """True while this worker holds the replica's audit lock (taken without waiting)."""
-        if self.lock_file is None or self._lock is not None:
-            return True
-        handle = self.lock_file.open("a")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            return False
-        self._lock = handle
+        """True while this worker holds the replica's audit lock (taken without waiting); from then on it
+        competes for the Lease."""
+        if self.lock_file is not None and self._lock is None:
+            handle = self.lock_file.open("a")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                return False
+            self._lock = handle
+        if self.lease is not None:
+            self.lease.start()  # once: later calls find it running
         return True
 
     def run_once(self) -> dict[tuple[str, str], int]:
@@ -86,6 +104,8 @@ class AuditLoop:
             metrics.AUDIT_FINDINGS.labels(*key).set(count)
         self._published |= set(counts)
         metrics.AUDIT_LAST_RUN.set(time.time())
+        if self.reports is not None:
+            self._write_reports(self.reports, reports, held)
         log.info(
             "audit: %d objects, %d findings, in %.1f s",
             len(reports),
@@ -94,8 +114,25 @@ class AuditLoop:
         )
         return dict(counts)
 
+    def _write_reports(self, writer: ReportWriter, reports: list[ObjectAudit], held: list[Json]) -> None:
+        """The reports, if this replica holds the lease; a failure waits for the next run."""
+        self.last_write = None
+        if self.lease is not None and not self.lease.holds():
+            return
+        uids = {
+            (str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name") or "")): str(meta["uid"])
+            for obj in held
+            if (meta := obj.get("metadata") or {}).get("uid")
+        }
+        try:
+            self.last_write = writer.write(_yielding(reports), uids)
+        except NotLeader:
+            log.info("policy reports: the lease ran out during the run; the holder writes them")
+        except Exception as exc:
+            log.warning("policy reports not written: %s", describe(exc))
 
-def _yielding(objects: Iterable[Json]) -> Iterator[Json]:
+
+def _yielding(objects: Iterable[T]) -> Iterator[T]:
     """The objects, handing the worker back every SLICE seconds of auditing.
 
     A short sleep rather than `sleep(0)`: under gevent, `sleep(0)` resumes this greenlet before the hub polls the

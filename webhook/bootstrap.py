@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from flask import Flask
 
@@ -12,6 +13,10 @@ from webhook.policyfile import load_policy_file
 from webhook.runtime import Runtime
 from webhook.settings import Settings
 from webhook.state.static import load_static_state
+
+if TYPE_CHECKING:
+    from webhook.lease import LeaseElector
+    from webhook.reports import ReportWriter
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +63,23 @@ def build_app(settings: Settings) -> Flask:
 
 
 def _start_audit(runtime: Runtime, settings: Settings) -> None:
-    """The periodic audit on the state this worker holds; one worker of the server runs it (a lock file)."""
+    """The periodic audit on the state this worker holds; one worker of the server runs it (a lock file). On live
+    state it also writes policy reports, while its replica holds the Lease."""
     from webhook.auditloop import AuditLoop, lock_path
 
-    AuditLoop(runtime, settings.audit_interval, lock_path()).start()
+    lease, writer = _report_writer(settings) if settings.live and settings.reports != "off" else (None, None)
+    AuditLoop(runtime, settings.audit_interval, lock_path(), reports=writer, lease=lease).start()
+
+
+def _report_writer(settings: Settings) -> tuple[LeaseElector, ReportWriter]:
+    """The Lease and the reports, on an API client of their own: a renewal never queues behind the watches."""
+    from kubernetes import client
+
+    from webhook import lease
+    from webhook.reports import ReportWriter
+    from webhook.state.apisource import load_configuration
+
+    configuration, _ = load_configuration(settings.kubeconfig)
+    api = client.ApiClient(configuration)
+    elector = lease.register(lease.LeaseElector(api, settings.namespace, settings.lease_name, settings.lease_timing))
+    return elector, ReportWriter(api, settings.reports, elector.remaining)

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from webhook import selfcerts
-from webhook.settings import default
+from webhook.settings import LeaseTiming, default
 
 EXIT_ALLOWED, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -103,6 +103,28 @@ def _parser() -> argparse.ArgumentParser:
         "%(default)s; 0 turns it off)",
     )
     serve.add_argument("--log-level", default=default("log_level"), choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--reports",
+        choices=["auto", "openreports", "wgpolicyk8s", "off"],
+        default=default("reports"),
+        help="live state: write the audit's results as policy reports, OpenReports or wgpolicyk8s.io PolicyReports "
+        "(default %(default)s: whichever the cluster serves)",
+    )
+    serve.add_argument(
+        "--lease-name", default=default("lease_name"), help="the Lease in --namespace that picks the report writer"
+    )
+    for name, what in (
+        ("lease_duration", "how long a holder's lease lasts"),
+        ("lease_renew_deadline", "how long the holder writes after its last renewal"),
+        ("lease_retry_period", "how often each replica tries to take or renew the lease"),
+    ):
+        serve.add_argument(
+            f"--{name.replace('_', '-')}",
+            type=float,
+            default=default(name),
+            metavar="SECONDS",
+            help=f"{what} (default %(default)s)",
+        )
 
     serve.add_argument(
         "--cert-mode",
@@ -236,6 +258,11 @@ def _serve_files(args: argparse.Namespace) -> int:
             lookup_timeout=args.lookup_timeout,
             start_timeout=args.start_timeout,
             audit_interval=args.audit_interval,
+            reports=args.reports,
+            lease_name=args.lease_name,
+            lease_duration=args.lease_duration,
+            lease_renew_deadline=args.lease_renew_deadline,
+            lease_retry_period=args.lease_retry_period,
         )
     )
     return 0
@@ -289,6 +316,8 @@ def _live_problem(args: argparse.Namespace) -> str | None:
         return f"--lookup-timeout {args.lookup_timeout:g}: must be more than 0 and less than 5 seconds"
     if not args.start_timeout > 0:
         return f"--start-timeout {args.start_timeout:g}: must be more than 0 seconds"
+    if problem := LeaseTiming(args.lease_duration, args.lease_renew_deadline, args.lease_retry_period).problem():
+        return problem
     if not args.namespace:
         service_account = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
         args.namespace = service_account.read_text().strip() if service_account.is_file() else ""

@@ -50,6 +50,13 @@ def _child_exit(server: Any, worker: Any) -> None:
     worker_exited(worker.pid)
 
 
+def _worker_exit(server: Any, worker: Any) -> None:
+    """In the worker, on its way out (SIGTERM included): a Lease it holds goes to a successor at once."""
+    from webhook.lease import release_all
+
+    release_all()
+
+
 class WebhookServer(BaseApplication):  # type: ignore[misc]
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -70,6 +77,7 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
             "graceful_timeout": s.graceful_timeout,
             "timeout": 30,
             "child_exit": _child_exit,
+            "worker_exit": _worker_exit,
             "loglevel": s.log_level,
             "accesslog": None,
             "errorlog": "-",

@@ -31,6 +31,33 @@ class Settings:
     audit_interval: float = 300.0  # seconds between audits of the state the server holds; 0 turns it off
     replica_dir: Path | None = None  # shared by the workers of one server (`run` creates one): the policy in effect
     extra: dict[str, str] = field(default_factory=dict)
+    reports: str = "auto"  # the policy report API the audit writes: auto | openreports | wgpolicyk8s | off
+    lease_name: str = "storage-affinity-webhook"  # the Lease in `namespace` that picks the one report writer
+    lease_duration: float = 15.0
+    lease_renew_deadline: float = 10.0
+    lease_retry_period: float = 2.0
+
+    @property
+    def lease_timing(self) -> LeaseTiming:
+        return LeaseTiming(self.lease_duration, self.lease_renew_deadline, self.lease_retry_period)
+
+
+@dataclass(frozen=True)
+class LeaseTiming:
+    """Seconds: the lease a holder declares, how long it writes after its last successful renewal, how often
+    every replica tries. `problem()` says why a combination cannot keep one writer."""
+
+    duration: float
+    renew_deadline: float
+    retry_period: float
+
+    def problem(self) -> str | None:
+        if not 0 < self.retry_period < self.renew_deadline < self.duration:
+            return (
+                f"--lease-retry-period {self.retry_period:g} < --lease-renew-deadline {self.renew_deadline:g} "
+                f"< --lease-duration {self.duration:g} is required (positive seconds)"
+            )
+        return None
 
 
 def default(name: str) -> object:

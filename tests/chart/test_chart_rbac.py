@@ -1,10 +1,12 @@
-"""Least privilege: read-only cluster-wide, and in mode self writes scoped to the server's own objects."""
+"""Least privilege: read-only cluster-wide, and in mode self writes scoped to the server's own objects; policy
+reports and their Lease are the only other writes."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from chart_helpers import FULLNAME, NAMESPACE, SCENARIOS, Manifest, kinds, one, render
+import pytest
+from chart_helpers import FULLNAME, NAMESPACE, SCENARIOS, Manifest, args, kinds, one, render, render_error
 
 READ = ["get", "list", "watch"]
 READ_RULES = [
@@ -41,6 +43,21 @@ SELF_CLUSTER_RULES = [
 ]
 
 
+REPORT_VERBS = ["list", "create", "update", "delete"]
+OPENREPORTS_RULE = {"apiGroups": ["openreports.io"], "resources": ["reports"], "verbs": REPORT_VERBS}
+WGPOLICY_RULE = {"apiGroups": ["wgpolicyk8s.io"], "resources": ["policyreports"], "verbs": REPORT_VERBS}
+REPORT_RULES = [OPENREPORTS_RULE, WGPOLICY_RULE]
+LEASE_ROLE_RULES = [
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "resourceNames": [FULLNAME],
+        "verbs": ["get", "update"],
+    },
+]
+
+
 def _rules(docs: list[Manifest], kind: str) -> list[dict[str, Any]]:
     return [rule for role in kinds(docs, kind) for rule in role["rules"]]
 
@@ -52,7 +69,8 @@ def test_every_rule_reads_only_except_the_scoped_self_mode_rules(rendered: list[
             if set(rule["verbs"]) <= set(READ):
                 assert "secrets" not in rule["resources"], rule
                 continue
-            assert rule in (SELF_ROLE_RULES if kind == "Role" else SELF_CLUSTER_RULES), rule
+            allowed = SELF_ROLE_RULES + LEASE_ROLE_RULES if kind == "Role" else SELF_CLUSTER_RULES + REPORT_RULES
+            assert rule in allowed, rule
 
 
 def test_self_mode_rbac() -> None:
@@ -69,9 +87,38 @@ def test_self_mode_rbac() -> None:
 
 def test_other_modes_only_read() -> None:
     for name in ("cert-manager", "provided"):
-        docs = render(SCENARIOS[name])
+        docs = render({**SCENARIOS[name], "reports": {"api": "off"}})
         assert _rules(docs, "ClusterRole") == READ_RULES
         assert _rules(docs, "Role") == []
+
+
+@pytest.mark.parametrize(
+    ("api", "rules"),
+    [("auto", REPORT_RULES), ("openreports", [OPENREPORTS_RULE]), ("wgpolicyk8s", [WGPOLICY_RULE]), ("off", None)],
+)
+def test_reports_write_exactly_their_kind_and_one_lease(api: str, rules: list[dict[str, Any]] | None) -> None:
+    docs = render({"reports": {"api": api}})
+    arguments = args(docs)
+    assert arguments["--reports"] == api
+    if rules is None:
+        assert not [d for d in docs if d["metadata"]["name"].endswith(("-reports", "-lease"))]
+        assert "--lease-name" not in arguments
+        return
+    assert one(docs, "ClusterRole", f"{FULLNAME}-reports")["rules"] == rules
+    lease = one(docs, "Role", f"{FULLNAME}-lease")
+    assert lease["metadata"]["namespace"] == NAMESPACE and lease["rules"] == LEASE_ROLE_RULES
+    # get/update name exactly the Lease the server is told to use, in the namespace it is told.
+    assert arguments["--lease-name"] == FULLNAME and arguments["--namespace"] == NAMESPACE
+    assert (arguments["--lease-duration"], arguments["--lease-renew-deadline"], arguments["--lease-retry-period"]) == (
+        "15",
+        "10",
+        "2",
+    )
+
+
+def test_lease_timing_that_allows_two_writers_does_not_render() -> None:
+    error = render_error({"leaderElection": {"leaseDurationSeconds": 10, "renewDeadlineSeconds": 10}})
+    assert "retryPeriodSeconds (2) < renewDeadlineSeconds (10) < leaseDurationSeconds (10) is required" in error
 
 
 def test_bindings_point_at_the_service_account(rendered: list[Manifest]) -> None:

@@ -32,6 +32,7 @@ BASE_KINDS = [
     "ValidatingWebhookConfiguration",
 ]
 SELF_KINDS = ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+REPORT_KINDS = ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]  # the reports and their Lease
 
 
 def test_lint_strict(scenario: tuple[str, dict[str, Any]]) -> None:
@@ -65,7 +66,7 @@ def test_kubernetes_schema_versions_are_shipped() -> None:
 
 def test_default_objects() -> None:
     docs = render()
-    assert sorted(d["kind"] for d in docs) == sorted([*BASE_KINDS, *SELF_KINDS, "PodDisruptionBudget"])
+    assert sorted(d["kind"] for d in docs) == sorted([*BASE_KINDS, *SELF_KINDS, *REPORT_KINDS, "PodDisruptionBudget"])
     for doc in docs:
         cluster_scoped = doc["kind"].startswith("Cluster") or doc["kind"].endswith("WebhookConfiguration")
         assert ("namespace" in doc["metadata"]) != cluster_scoped, doc["kind"]
@@ -107,7 +108,7 @@ def test_custom_port_reaches_bind_probes_and_service() -> None:
 
 def test_only_the_self_mode_rbac_objects_depend_on_the_mode() -> None:
     for name in ("cert-manager", "provided"):
-        docs = render(SCENARIOS[name])
+        docs = render({**SCENARIOS[name], "reports": {"api": "off"}})  # the reports' RBAC is the same in every mode
         assert not kinds(docs, "Role")
         assert not kinds(docs, "RoleBinding")
         assert [d["metadata"]["name"] for d in kinds(docs, "ClusterRole")] == [FULLNAME]

@@ -38,6 +38,10 @@ def no_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         (["--namespace", "x", "--kubeconfig", "/nonexistent"], "cannot load the Kubernetes API settings: "),
         ([], "live state needs --namespace (or $POD_NAMESPACE) to find the policy ConfigMap"),
         (["--namespace", "x", "--lookup-timeout", "5"], "--lookup-timeout 5: must be more than 0 and less than 5"),
+        (
+            ["--namespace", "x", "--lease-duration", "10", "--lease-renew-deadline", "10"],
+            "--lease-retry-period 2 < --lease-renew-deadline 10 < --lease-duration 10 is required",
+        ),
     ],
 )
 def test_serve_without_cluster_files_refuses_to_start_without_an_api(

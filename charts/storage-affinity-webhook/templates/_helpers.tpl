@@ -137,3 +137,27 @@ annotations:
 {{- define "saw.minReplicas" -}}
 {{- if .Values.autoscaling.enabled }}{{ .Values.autoscaling.minReplicas }}{{ else }}{{ .Values.replicaCount }}{{ end }}
 {{- end }}
+
+{{/*
+The Lease that picks the one replica writing policy reports.
+*/}}
+{{- define "saw.leaseName" -}}
+{{- default (include "saw.fullname" .) .Values.leaderElection.leaseName }}
+{{- end }}
+
+{{/*
+The policy report resources the server may write, per reports.api: auto writes whichever is served.
+*/}}
+{{- define "saw.reportRules" -}}
+{{- $api := .Values.reports.api }}
+{{- if has $api (list "auto" "openreports") }}
+- apiGroups: [openreports.io]
+  resources: [reports]
+  verbs: [list, create, update, delete]
+{{- end }}
+{{- if has $api (list "auto" "wgpolicyk8s") }}
+- apiGroups: [wgpolicyk8s.io]
+  resources: [policyreports]
+  verbs: [list, create, update, delete]
+{{- end }}
+{{- end }}

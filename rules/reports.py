@@ -1,0 +1,189 @@
+"""The audit's results as policy reports: OpenReports `Report` (openreports.io/v1alpha1) or, for older consumers,
+`PolicyReport` (wgpolicyk8s.io/v1alpha2). Both carry the same result shape (openreports/reports-api
+apis/openreports.io/v1alpha1/report_types.go; kubernetes-sigs/wg-policy-prototypes
+policy-report/pkg/api/wgpolicyk8s.io/v1alpha2/policyreport_types.go).
+
+Pure: what the reports of one audit should hold, and whether a stored report already holds it. The writer
+(webhook/reports.py) lists, creates, replaces and deletes. Only failures are reported (a result per finding, and
+one per stuck pod whose cause has no finding of its own): a namespace without findings has no report, and a
+cluster of 100,000 clean pods costs no object per pod. A namespace's results are split over several reports of at
+most MAX_RESULTS each, so that no report nears etcd's request size limit (1.5 MiB by default).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from rules.audit import ObjectAudit
+from rules.model import Json
+
+SOURCE = "storage-affinity-webhook"
+#: The label that marks the reports this webhook owns: only those are replaced or deleted.
+MANAGED_BY = "app.kubernetes.io/managed-by"
+#: The report of a namespace is named so; its further pages get `-2`, `-3`…
+REPORT_NAME = "storage-affinity-webhook"
+MAX_RESULTS = 1000
+#: The pseudo-policy of a stuck storage pod whose cause no audit finding already reports.
+STUCK = "stuckPod"
+#: The fields of a report that are its content; metadata other than the labels is the API server's.
+CONTENT = ("source", "summary", "results")
+
+_API_VERSIONS = {"Pod": "v1", "ConfigMap": "v1", "Job": "batch/v1"}
+_RESULT = {"deny": "fail", "warn": "warn"}
+_SEVERITY = {"deny": "high", "warn": "medium"}
+
+
+@dataclass(frozen=True)
+class ReportKind:
+    """One policy report API: where it is served and what its objects are called."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    top_level_source: bool  # OpenReports' Report has `source`; wgpolicyk8s' PolicyReport has not
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+OPENREPORTS = ReportKind("openreports.io", "v1alpha1", "Report", "reports", top_level_source=True)
+WGPOLICY = ReportKind("wgpolicyk8s.io", "v1alpha2", "PolicyReport", "policyreports", top_level_source=False)
+#: The chart's `reports.api` values, in the order `auto` prefers them.
+REPORT_KINDS = {"openreports": OPENREPORTS, "wgpolicyk8s": WGPOLICY}
+
+
+def build_reports(
+    audits: Iterable[ObjectAudit], kind: ReportKind, now: int, uids: Mapping[tuple[str, str, str], str] | None = None
+) -> dict[tuple[str, str], Json]:
+    """The reports one audit should leave, by (namespace, name). `now` (seconds) stamps new results; `uids`
+    ((kind, namespace, name) → uid) completes the resource references when known."""
+    by_namespace: dict[str, list[Json]] = {}
+    for audit in audits:
+        if audit.namespace:
+            by_namespace.setdefault(audit.namespace, []).extend(_results(audit, now, uids or {}))
+    reports: dict[tuple[str, str], Json] = {}
+    for namespace, results in sorted(by_namespace.items()):
+        results.sort(key=_result_order)
+        for page, start in enumerate(range(0, len(results), MAX_RESULTS), start=1):
+            name = REPORT_NAME if page == 1 else f"{REPORT_NAME}-{page}"
+            reports[(namespace, name)] = _report(kind, namespace, name, results[start : start + MAX_RESULTS])
+    return reports
+
+
+def keep_timestamps(desired: Json, stored: Mapping[str, object] | None) -> Json:
+    """`desired` with the timestamp of each result the stored report already holds: a result keeps the time it
+    was first found, and an unchanged report compares equal."""
+    old = stored.get("results") if stored is not None else None
+    if not isinstance(old, list):
+        return desired
+    out = copy.copy(desired)
+    if len(old) == len(desired["results"]) and all(map(_same_but_time, old, desired["results"])):
+        out["results"] = [{**r, "timestamp": o.get("timestamp")} for o, r in zip(old, desired["results"], strict=True)]
+        return out  # the common case, nothing changed: no result is serialized to be compared
+    first_seen = {_identity(r): r.get("timestamp") for r in old if isinstance(r, dict)}
+    out["results"] = [
+        {**r, "timestamp": first_seen[_identity(r)]} if first_seen.get(_identity(r)) else r for r in desired["results"]
+    ]
+    return out
+
+
+def same_content(stored: Mapping[str, object], desired: Json) -> bool:
+    """Whether writing `desired` would change what the stored report says (its resourceVersion is not content)."""
+    metadata = stored.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    if labels != desired["metadata"]["labels"]:
+        return False
+    return all(stored.get(key) == desired.get(key) for key in CONTENT)
+
+
+def _results(audit: ObjectAudit, now: int, uids: Mapping[tuple[str, str, str], str]) -> list[Json]:
+    subject: Json = {
+        "apiVersion": _API_VERSIONS.get(audit.kind, "v1"),
+        "kind": audit.kind,
+        "namespace": audit.namespace,
+        "name": audit.name,
+    }
+    if uid := uids.get((audit.kind, audit.namespace, audit.name)):
+        subject["uid"] = uid
+    cause = {"cause": audit.cause.code} if audit.cause is not None else {}
+    results = [
+        _result(
+            finding.family,
+            finding.field,
+            result=_RESULT[finding.severity],
+            severity=_SEVERITY[finding.severity],
+            message=finding.message,
+            subject=subject,
+            properties={"field": finding.field, **cause},
+            now=now,
+        )
+        for finding in audit.findings
+    ]
+    if audit.cause is not None and not results:
+        properties = {**cause, "remedy": audit.cause.remedy}
+        results.append(
+            _result(
+                STUCK,
+                audit.cause.code,
+                result="fail",
+                severity="high",
+                message=audit.cause.message,
+                subject=subject,
+                properties=properties,
+                now=now,
+            )
+        )
+    return results
+
+
+def _result(
+    policy: str, rule: str, *, result: str, severity: str, message: str, subject: Json, properties: Json, now: int
+) -> Json:
+    return {
+        "source": SOURCE,
+        "policy": policy,
+        "rule": rule,
+        "result": result,
+        "severity": severity,
+        "scored": True,
+        "message": message,
+        "resources": [subject],
+        "properties": properties,
+        "timestamp": {"seconds": now, "nanos": 0},
+    }
+
+
+def _report(kind: ReportKind, namespace: str, name: str, results: list[Json]) -> Json:
+    counts = Counter(str(r["result"]) for r in results)
+    report: Json = {
+        "apiVersion": kind.api_version,
+        "kind": kind.kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": {MANAGED_BY: SOURCE}},
+    }
+    if kind.top_level_source:
+        report["source"] = SOURCE
+    report["summary"] = {key: counts.get(key, 0) for key in ("pass", "fail", "warn", "error", "skip")}
+    report["results"] = results
+    return report
+
+
+def _same_but_time(stored: object, result: Json) -> bool:
+    if not isinstance(stored, dict) or stored.keys() != result.keys() or not stored.get("timestamp"):
+        return False
+    return all(stored[key] == value for key, value in result.items() if key != "timestamp")
+
+
+def _identity(result: Mapping[str, object]) -> str:
+    """A result without its timestamp, as one comparable string."""
+    return json.dumps({k: v for k, v in result.items() if k != "timestamp"}, sort_keys=True)
+
+
+def _result_order(result: Json) -> tuple[str, str, str, str, str, str]:
+    subject = result["resources"][0]
+    return (subject["kind"], subject["name"], result["policy"], result["rule"], result["message"], result["result"])

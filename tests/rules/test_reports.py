@@ -1,0 +1,164 @@
+"""The audit's results as policy reports: what each report holds, pure (no API).
+
+The shapes checked are the CRDs' (openreports/reports-api config/crd/openreports.io_reports.yaml and
+kubernetes-sigs/wg-policy-prototypes policy-report/crd/v1alpha2/wgpolicyk8s.io_policyreports.yaml): `policy`
+required in every result, `result` and `severity` from their enums, `properties` a map of strings, `resources` a
+list of ObjectReferences, `timestamp` with `seconds` and `nanos`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from rules.audit import AuditFinding, ObjectAudit, audit_objects
+from rules.causes import StuckCause
+from rules.reports import (
+    MANAGED_BY,
+    MAX_RESULTS,
+    OPENREPORTS,
+    REPORT_NAME,
+    SOURCE,
+    STUCK,
+    WGPOLICY,
+    ReportKind,
+    build_reports,
+    keep_timestamps,
+    same_content,
+)
+from tests.support import DATA, EXAMPLES
+from webhook.policyfile import load_policy_file
+from webhook.state.static import load_static_state
+
+RESULTS = {"pass", "fail", "warn", "error", "skip"}
+SEVERITIES = {"critical", "high", "medium", "low", "info"}
+REFERENCE_FIELDS = {"apiVersion", "kind", "namespace", "name", "uid", "resourceVersion", "fieldPath"}
+MULTI_ATTACH = StuckCause(
+    "MultiAttach",
+    "claim shop/data-db-0 is attached to node ip-10-0-1-17.ec2.internal (pod db-0)",
+    "delete the pod so that it is placed on ip-10-0-1-17.ec2.internal",
+)
+
+
+def audited() -> list[ObjectAudit]:
+    """tests/data/audit/findings.yaml: at least one finding of every family."""
+    policy, _ = load_policy_file(EXAMPLES / "policy-load-affinity.yaml")
+    view = load_static_state([EXAMPLES / "cluster.yaml", DATA / "audit" / "findings.yaml"])
+    return audit_objects(view.objects("Pod") + view.objects("ConfigMap"), view, policy, "saw")
+
+
+def check_shape(report: dict[str, Any], kind: ReportKind) -> None:
+    assert report["apiVersion"] == kind.api_version and report["kind"] == kind.kind
+    assert report["metadata"]["labels"] == {MANAGED_BY: SOURCE}
+    assert ("source" in report) == kind.top_level_source
+    assert 0 < len(report["results"]) <= MAX_RESULTS
+    for result in report["results"]:
+        assert result["policy"] and result["rule"]
+        assert result["result"] in RESULTS and result["severity"] in SEVERITIES
+        assert all(isinstance(v, str) for v in result["properties"].values())
+        assert set(result["timestamp"]) == {"seconds", "nanos"}
+        for subject in result["resources"]:
+            assert set(subject) <= REFERENCE_FIELDS
+            assert subject["namespace"] == report["metadata"]["namespace"]
+    # The summary counts exactly the results.
+    assert report["summary"] == {key: Counter(r["result"] for r in report["results"])[key] for key in RESULTS}
+
+
+@pytest.mark.parametrize("kind", [OPENREPORTS, WGPOLICY], ids=["openreports", "wgpolicyk8s"])
+def test_one_report_per_namespace_with_findings(kind: ReportKind) -> None:
+    audits = audited()
+    reports = build_reports(audits, kind, now=1_800_000_000)
+    with_findings = {a.namespace for a in audits if a.findings}
+    assert set(reports) == {(ns, REPORT_NAME) for ns in with_findings}
+    for report in reports.values():
+        check_shape(report, kind)
+    findings = sum(len(a.findings) for a in audits)
+    assert sum(len(r["results"]) for r in reports.values()) == findings
+
+
+def test_a_result_says_what_the_finding_says() -> None:
+    audits = audited()
+    reports = build_reports(
+        audits, OPENREPORTS, now=1_800_000_000, uids={("Pod", "shop", "volsync-src-db-stuck"): "u1"}
+    )
+    shop = reports[("shop", REPORT_NAME)]["results"]
+    mover = [r for r in shop if r["resources"][0]["name"] == "volsync-src-db-stuck"]
+    finding = next(a for a in audits if a.name == "volsync-src-db-stuck").findings[0]
+    assert mover[0]["policy"] == finding.family == "coScheduling"
+    assert mover[0]["rule"] == finding.field and mover[0]["properties"] == {"field": finding.field}
+    assert mover[0]["message"] == finding.message
+    assert (mover[0]["result"], mover[0]["severity"]) == ("fail", "high")  # a denial
+    assert mover[0]["resources"] == [
+        {"apiVersion": "v1", "kind": "Pod", "namespace": "shop", "name": "volsync-src-db-stuck", "uid": "u1"}
+    ]
+    assert mover[0]["timestamp"] == {"seconds": 1_800_000_000, "nanos": 0}
+    drift = [r for r in reports[("velero", REPORT_NAME)]["results"] if r["policy"] == "placementDrift"]
+    assert drift and all((r["result"], r["severity"]) == ("warn", "medium") for r in drift)  # warnings
+
+
+def test_a_stuck_pod_carries_its_cause_code() -> None:
+    finding = AuditFinding("coScheduling", "spec.nodeName", "claim data-db-0 is in use on another node", "deny")
+    stuck = ObjectAudit("Pod", "shop", "volsync-src-db", role="mover", findings=[finding], cause=MULTI_ATTACH)
+    result = build_reports([stuck], OPENREPORTS, now=1)[("shop", REPORT_NAME)]["results"]
+    assert [r["properties"] for r in result] == [{"field": "spec.nodeName", "cause": "MultiAttach"}]
+
+
+def test_a_stuck_pod_without_a_finding_is_reported_by_its_cause() -> None:
+    stuck = ObjectAudit("Pod", "velero", "nightly-7hx2q", role="backup", cause=MULTI_ATTACH)
+    clean = ObjectAudit("Pod", "velero", "other", role="backup")
+    report = build_reports([stuck, clean], WGPOLICY, now=1)[("velero", REPORT_NAME)]
+    check_shape(report, WGPOLICY)
+    [result] = report["results"]
+    assert (result["policy"], result["rule"], result["result"]) == (STUCK, "MultiAttach", "fail")
+    assert result["message"] == MULTI_ATTACH.message
+    assert result["properties"] == {"cause": "MultiAttach", "remedy": MULTI_ATTACH.remedy}
+
+
+def test_no_findings_no_report() -> None:
+    assert build_reports([ObjectAudit("Pod", "shop", "db-0")], OPENREPORTS, now=1) == {}
+
+
+def test_a_namespace_beyond_max_results_is_split_into_pages() -> None:
+    finding = AuditFinding("placementDrift", "spec", "not scheduled yet", "warn")
+    audits = [ObjectAudit("Pod", "big", f"p-{i:05d}", findings=[finding]) for i in range(2 * MAX_RESULTS + 1)]
+    reports = build_reports(audits, OPENREPORTS, now=1)
+    assert list(reports) == [("big", REPORT_NAME), ("big", f"{REPORT_NAME}-2"), ("big", f"{REPORT_NAME}-3")]
+    assert [len(r["results"]) for r in reports.values()] == [MAX_RESULTS, MAX_RESULTS, 1]
+    for report in reports.values():
+        check_shape(report, OPENREPORTS)
+
+
+def test_unchanged_results_keep_their_first_timestamp_and_compare_equal() -> None:
+    audits = audited()
+    first = build_reports(audits, OPENREPORTS, now=100)
+    # What the API server gives back: its metadata added, the same content.
+    stored = {key: {**r, "metadata": {**r["metadata"], "resourceVersion": "7", "uid": "x"}} for key, r in first.items()}
+    again = build_reports(audits, OPENREPORTS, now=200)
+    for key, report in again.items():
+        assert not same_content(stored[key], report)  # only the timestamps differ
+        kept = keep_timestamps(report, stored[key])
+        assert same_content(stored[key], kept)
+        assert {r["timestamp"]["seconds"] for r in kept["results"]} == {100}
+
+
+def test_a_changed_result_is_new_content_with_its_own_timestamp() -> None:
+    finding = AuditFinding("placementDrift", "spec", "not scheduled yet", "warn")
+    before = build_reports([ObjectAudit("Pod", "ns", "a", findings=[finding])], OPENREPORTS, now=100)
+    moved = AuditFinding("placementDrift", "spec.nodeName", "runs on node n1; admission would place it on n2", "warn")
+    after = build_reports(
+        [ObjectAudit("Pod", "ns", "a", findings=[finding]), ObjectAudit("Pod", "ns", "b", findings=[moved])],
+        OPENREPORTS,
+        now=200,
+    )
+    key = ("ns", REPORT_NAME)
+    kept = keep_timestamps(after[key], before[key])
+    assert not same_content(before[key], kept)
+    assert [r["timestamp"]["seconds"] for r in kept["results"]] == [100, 200]
+
+
+def test_a_stored_report_that_lost_our_label_is_rewritten() -> None:
+    report = build_reports(audited(), OPENREPORTS, now=1)[("shop", REPORT_NAME)]
+    relabelled = {**report, "metadata": {**report["metadata"], "labels": {}}}
+    assert not same_content(relabelled, report)
