@@ -13,11 +13,15 @@ import resource
 import socket
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from testkit.fakeapi import running_fake_api
 from testkit.server import running_server
+from tests.e2e.test_server import mover_review
+from tests.e2e.test_shutdown import LookupGate
 from tests.hardening.answers import RecordProperty
 from tests.hardening.hostile import encode, mover, review
 from tests.hardening.procs import accept_queue, wait_for_workers
@@ -84,3 +88,46 @@ def test_a_new_connection_is_answered_next_to_a_connection_flood(
             for sock in flood:
                 sock.close()
         assert "Traceback" not in server.log.read_text()
+
+
+def test_a_flood_never_closes_a_connection_whose_review_is_in_flight(tmp_path: Path) -> None:
+    """Reviews waiting for their cluster lookup hold the oldest connections of the only worker while more
+    connections arrive than it can hold: the idle ones are closed, the reviews are answered."""
+    in_flight = 8
+    with running_fake_api() as api:  # an empty cluster: each mover's claim is a cache miss, looked up once
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        args = ("--kubeconfig", str(kubeconfig), "--lookup-timeout", "4", "--read-timeout", "600")
+        with running_server(tmp_path, *args, workers=1) as server:
+            gate = LookupGate()
+            api.delay(0, gate)
+
+            def one(i: int) -> tuple[dict[str, object], int, dict[str, object]]:
+                sent = mover_review(f"in-flight-{i}")
+                with server.session() as session:
+                    answer = session.post(server.url + "/mutate", json=sent, timeout=30)
+                    return sent, answer.status_code, answer.json()
+
+            flood: list[socket.socket] = []
+            with ThreadPoolExecutor(in_flight) as pool:
+                try:
+                    futures = [pool.submit(one, i) for i in range(in_flight)]
+                    deadline = time.monotonic() + 10
+                    while api.count("GET", "PersistentVolumeClaim", name=True) < in_flight:
+                        assert time.monotonic() < deadline, "the reviews never reached their lookup"
+                        time.sleep(0.01)
+                    for _ in range(WORKER_CONNECTIONS + 200):
+                        flood.append(socket.create_connection(("127.0.0.1", port_of(server)), timeout=CLIENT_TIMEOUT))
+                    deadline = time.monotonic() + 30
+                    while accept_queue(port_of(server)) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    assert closed_by_peer(flood[0]), "no idle connection was closed to make room"
+                    assert not any(future.done() for future in futures)
+                    gate.opened.set()
+                    answers = [future.result() for future in futures]
+                finally:
+                    gate.opened.set()
+                    for sock in flood:
+                        sock.close()
+    for sent, status, answer in answers:
+        assert status == 200, answer
+        check_response(sent, answer, mutating=True)
