@@ -50,14 +50,3 @@ def client_connections(pid: int, port: int) -> int:
             if cols[3] == "01" and local_port == port and cols[9] in inodes:  # 01 = ESTABLISHED
                 count += 1
     return count
-
-
-def accept_queue(port: int) -> int:
-    """Connections waiting in the accept queue of the TCP listening socket on local port `port` (its rx_queue)."""
-    waiting = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            cols = line.split()
-            if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
-                waiting += int(cols[4].split(":")[1], 16)
-    return waiting

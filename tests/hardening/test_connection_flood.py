@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from testkit.fakeapi import running_fake_api
+from testkit.rawtls import accept_queue, closed_by_peer, port_of, stalled_handshake
 from testkit.server import running_server
 from tests.e2e.test_server import mover_review
 from tests.e2e.test_shutdown import LookupGate
 from tests.hardening.answers import RecordProperty
 from tests.hardening.hostile import encode, mover, review
-from tests.hardening.procs import accept_queue, wait_for_workers
-from tests.hardening.rawtls import closed_by_peer, port_of, stalled_handshake
+from tests.hardening.procs import wait_for_workers
 from tests.support import EXAMPLES
 from tests.webhook.review_checks import check_response
 

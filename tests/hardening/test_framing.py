@@ -15,11 +15,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from testkit.rawtls import answer_then_close, connect, head, port_of, stalled_handshake, wait_closed
 from testkit.server import Server, running_server
 from tests.hardening.answers import RecordProperty
 from tests.hardening.hostile import encode, mover, review
 from tests.hardening.procs import wait_for_workers
-from tests.hardening.rawtls import answer_then_close, connect, head, port_of, stalled_handshake, wait_closed
 from tests.support import EXAMPLES
 
 pytestmark = pytest.mark.e2e

@@ -7,6 +7,7 @@ import contextlib
 import socket
 import ssl
 import time
+from pathlib import Path
 
 from testkit.server import Server
 
@@ -80,3 +81,14 @@ def answer_then_close(tls: ssl.SSLSocket) -> tuple[int, dict[str, str], bytes, f
     status_line, *header_lines = header_block.decode().split("\r\n")
     headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in header_lines)}
     return int(status_line.split()[1]), headers, body, elapsed
+
+
+def accept_queue(port: int) -> int:
+    """Connections waiting in the accept queue of the TCP listening socket on local port `port` (its rx_queue)."""
+    waiting = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            cols = line.split()
+            if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
+                waiting += int(cols[4].split(":")[1], 16)
+    return waiting
