@@ -312,12 +312,15 @@ class _BoundedInput:
         return self.error is None and self._left == 0
 
     def read(self, size: int | None = -1) -> bytes:
-        return self._guarded(lambda: self._stream.read(size), size)
+        whole = size is None or size < 0
+        return self._guarded(lambda: self._stream.read(size), None if whole else size)
 
     def readline(self, size: int | None = -1) -> bytes:
-        return self._guarded(lambda: self._stream.readline(size), None)
+        return self._guarded(lambda: self._stream.readline(size), 0)
 
     def _guarded(self, read: Any, size: int | None) -> bytes:
+        """`read()` within the deadline. `size`: what a read returns unless the body ends first (None: all of it;
+        0: a line, whose length says nothing about the end)."""
         if self.error is not None:
             raise self.error
         expired = BodyError(408, f"request body did not arrive in full within {self._timeout:g}s")
@@ -333,13 +336,12 @@ class _BoundedInput:
         except (OSError, ValueError):  # gunicorn's NoMoreData is an OSError; ssl errors are too
             self.error = _gone()
             raise self.error from None
-        if self._left is not None:
-            wanted = self._left if size is None or size < 0 else min(size, self._left)
-            if len(data) < wanted:  # gunicorn returns what arrived before the end of the stream
+        if self._left is not None:  # Content-Length: gunicorn returns what arrived before the stream ended
+            if len(data) < (self._left if size is None else min(size, self._left)):
                 self.error = _gone()
                 raise self.error
             self._left -= len(data)
-        elif not data or (size is not None and size >= 0 and len(data) < size):
+        elif size is None or not data or len(data) < size:
             self._left = 0  # a chunked body ends with a short read
         return data
 
