@@ -23,6 +23,7 @@ from rules.model import Decision
 from rules.quoting import escaped
 from rules.safeload import dump_json
 from webhook import metrics
+from webhook.body import BodyError, too_large
 from webhook.codec import AdmissionRequest, ReviewError, build_response, decode_review
 from webhook.runtime import Runtime
 
@@ -140,10 +141,15 @@ class ReviewEndpoints:
         if (unavailable := runtime.unavailable()) is not None:
             metrics.UNAVAILABLE.labels(name).inc()
             return _error(unavailable, 503)
-        body = _read_body(environ, self.max_body)
+        try:
+            body = _read_body(environ, self.max_body)
+        except BodyError as exc:  # raised by the server's transport (webhook/body.py): one line, no traceback
+            log.warning("review %s: %s", name, exc.message)
+            metrics.BAD_REQUESTS.labels(name, str(exc.status)).inc()
+            return _error(exc.message, exc.status)
         if body is None:
             metrics.BAD_REQUESTS.labels(name, "413").inc()
-            return _error(f"request body is larger than the limit of {self.max_body} bytes", 413)
+            return _error(too_large(self.max_body).message, 413)
         try:
             req = decode_review(body)
         except ReviewError as exc:
@@ -168,7 +174,7 @@ class ReviewEndpoints:
 def _read_body(environ: dict[str, Any], limit: int) -> bytes | None:
     """The body, or None when it is larger than `limit`. An over-limit Content-Length is refused before reading;
     a chunked body (no Content-Length) is read one byte past the limit, so that a 10 MB body gets 413, not a
-    truncated "not JSON"."""
+    truncated "not JSON". The server's reads raise BodyError (timeout, framing, chunk sizes past the limit)."""
     stream = environ["wsgi.input"]
     length = environ.get("CONTENT_LENGTH")
     if length:

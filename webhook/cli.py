@@ -90,6 +90,14 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds in-flight reviews get to finish on SIGTERM (default %(default)s)",
     )
     serve.add_argument(
+        "--read-timeout",
+        type=float,
+        default=default("read_timeout"),
+        metavar="SECONDS",
+        help="a new connection's TLS handshake and first request headers, and a request's body, must arrive "
+        "within this long, or the connection is closed (the body gets 408) (default %(default)s)",
+    )
+    serve.add_argument(
         "--trivial-endpoint",
         action="store_true",
         help="also serve POST /allow, which parses a review and allows it (benchmark floor)",
@@ -250,6 +258,7 @@ def _serve_files(args: argparse.Namespace) -> int:
             namespace=args.namespace,
             max_body=args.max_body_bytes,
             graceful_timeout=args.graceful_timeout,
+            read_timeout=args.read_timeout,
             trivial_endpoint=args.trivial_endpoint,
             log_level=args.log_level,
             live=live,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import ssl
 import sys
 import tempfile
@@ -123,10 +124,21 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
 
 def run(settings: Settings) -> None:
     """Serve until stopped. Metrics files and the policy in effect go to private directories shared by the
-    workers, created before they are forked."""
+    workers, created before they are forked and removed when the server stops (normal exit, SIGTERM, SIGINT: the
+    master leaves through `sys.exit`). A worker leaves through the same frames after its fork; only the master,
+    which created them, removes them."""
     configure_logging(settings.log_level)
+    created: list[str] = []
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="storage-affinity-metrics-")
+        created.append(tempfile.mkdtemp(prefix="storage-affinity-metrics-"))
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = created[-1]
     if settings.live and settings.replica_dir is None:
-        settings = replace(settings, replica_dir=Path(tempfile.mkdtemp(prefix="storage-affinity-replica-")))
-    WebhookServer(settings).run()
+        created.append(tempfile.mkdtemp(prefix="storage-affinity-replica-"))
+        settings = replace(settings, replica_dir=Path(created[-1]))
+    master = os.getpid()
+    try:
+        WebhookServer(settings).run()
+    finally:
+        if os.getpid() == master:
+            for directory in created:
+                shutil.rmtree(directory, ignore_errors=True)

@@ -21,6 +21,8 @@ class Settings:
     graceful_timeout: int = 25
     keepalive: int = 75
     worker_connections: int = 1000
+    # Seconds a new connection has for its TLS handshake and first request's headers, and a request for its body.
+    read_timeout: float = 10.0
     trivial_endpoint: bool = False
     log_level: str = "info"
     live: bool = False  # read the cluster from the API (the CLI sets it when no --cluster is given)

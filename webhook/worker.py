@@ -30,6 +30,19 @@ connection's first answer 0.3 to 0.4 s at p99, seconds with two workers). So aft
 until the event loop's next iteration (`TURN`), which polls first: each ready connection gets one request per
 iteration and the listening socket its accepts. `gevent.sleep(0)` would not do: it runs the greenlets already ready,
 without a poll.
+
+Under abuse it bounds what a connection may hold (the read timeout is `Settings.read_timeout`):
+
+- a new connection has the read timeout to complete its TLS handshake and send its first request's headers; a
+  kept-alive one has gunicorn's `keepalive` between requests. A connection that never sends a byte, or never
+  finishes its ClientHello, is closed when its time is up;
+- a request's body must arrive in full within the read timeout of its headers, or the app answers 408; chunk sizes
+  that add up past the body limit get 413 before the chunk is read (also sizes beyond 64 bits); invalid chunked
+  framing gets 400, and a client that closes the connection mid-body one log line (webhook/body.py). The
+  connection is then closed: where its next request would start is unknown;
+- when the worker runs short of connections (`worker_connections`), each new one closes the idlest one first
+  (webhook/connections.py): one that has not sent a request yet before a kept-alive one, never one whose request
+  is being answered. Thousands of idle connections and stalled handshakes cannot keep a review out.
 """
 
 from __future__ import annotations
@@ -46,8 +59,14 @@ import gevent
 from gevent.monkey import get_original
 from gevent.pool import Pool
 from gevent.server import StreamServer
+from gunicorn.http.body import ChunkedReader
+from gunicorn.http.errors import ParseException
 from gunicorn.sock import ssl_context
 from gunicorn.workers.ggevent import GeventWorker
+
+from webhook.body import BodyError, too_large
+from webhook.connections import Connections
+from webhook.settings import Settings
 
 _original_poll = get_original("select", "poll")
 POLL = 0.1  # seconds between checks while running and while draining
@@ -62,12 +81,22 @@ NEXT_REQUEST_GRACE = 0.5
 # Any positive sleep resumes the greenlet on the event loop's next iteration, after it polled the sockets; a zero
 # sleep does not poll.
 TURN = 1e-6
+# After answering a request whose body it did not read to the end (413 on its declared size, for one), the worker
+# reads and discards what the client still sends for this long, up to LINGER_BYTES, before it closes: closing with
+# unread bytes would reset the connection and the client, still sending, might never read the answer.
+LINGER = 1.0
+LINGER_BYTES = 16 * 1024 * 1024
 
 
 class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._idle: dict[Any, float] = {}  # connection -> when it counts as idle if it has sent nothing by then
+        self._conns = Connections()
+        self._first_request: dict[Any, float] = {}  # handler greenlet -> when its first request must have arrived
+        self._linger: set[Any] = set()  # connections to drain before they close (LINGER)
+        settings: Settings = self.app.settings  # webhook.server.WebhookServer's
+        self._read_timeout = settings.read_timeout
+        self._max_body = settings.max_body
         self._tls: Any = None  # the server SSLContext, built in the worker after gevent's monkey-patching
         self._listener_names: dict[Any, Any] = {}  # listening socket -> its address, also once it is closed
 
@@ -161,64 +190,192 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
 
     def _close_idle(self) -> None:
         now = time.monotonic()
-        for client, idle_from in list(self._idle.items()):
-            if idle_from <= now and not _has_bytes_pending(client):
-                del self._idle[client]
+        for client, since, new in self._conns.waiting():
+            grace = FIRST_REQUEST_GRACE if new else NEXT_REQUEST_GRACE
+            if since + grace <= now and not _has_bytes_pending(client):
+                self._conns.closed(client)
                 _shut(client)  # its handler reads EOF and ends
+
+    def _make_room(self) -> None:
+        """Close the idlest waiting connection when this one leaves the pool no free place: a full pool stops
+        accepting, and new connections would wait for an idle one to time out."""
+        if len(self._conns) + 1 < self.worker_connections:
+            return
+        for client, _, _ in self._conns.waiting():
+            if not _has_bytes_pending(client):
+                self._conns.closed(client)
+                _shut(client)
+                self.log.debug("Closed the idlest connection to make room (%d open)", len(self._conns))
+                return
 
     def _handshake_and_handle(self, listener: Any, client: Any, addr: Any) -> None:
         """The TLS handshake here rather than in gevent's StreamServer, which printed a 15-line traceback for
         every connection that failed it (a TCP probe, plain HTTP, a port scan): anyone could flood the log.
 
         A new connection is not idle: its client connected to send a request. Shutdown closes it only if it has
-        not started one within FIRST_REQUEST_GRACE. The handler gets the listener's address, not the listening
+        not started one within FIRST_REQUEST_GRACE. The handshake and the first request's headers must arrive
+        within the read timeout (`timeout_ctx`). The handler gets the listener's address, not the listening
         socket, which may be closed by the time a connection accepted during shutdown is served.
         """
+        accepted = time.monotonic()
+        self._make_room()
         try:
             if self._tls is not None:
                 client = self._tls.wrap_socket(client, server_side=True, do_handshake_on_connect=False)
-            self._idle[client] = time.monotonic() + FIRST_REQUEST_GRACE  # shutdown can close it mid-handshake
+            self._conns.accepted(client, accepted)  # shutdown can close it mid-handshake
             if self._tls is not None:
-                client.do_handshake()
+                with gevent.Timeout(self._read_timeout, TimeoutError("timed out")):
+                    client.do_handshake()
         except (ssl.SSLError, OSError) as exc:
             self.log.debug("TLS handshake with %s failed: %s", addr, exc)
-            self._idle.pop(client, None)
+            self._conns.closed(client)
             client.close()
             return
+        greenlet = gevent.getcurrent()
+        self._first_request[greenlet] = accepted + self._read_timeout
         try:
             self.handle(_Bound(self._listener_names[listener]), client, addr)
         finally:
-            self._idle.pop(client, None)
+            self._first_request.pop(greenlet, None)
+            self._conns.closed(client)
+            self._linger.discard(client)
+
+    def timeout_ctx(self) -> Any:
+        """The wait for a request's headers: what is left of the read timeout for a connection's first request,
+        gunicorn's `keepalive` for the next ones. When it passes, the connection is closed without an answer."""
+        deadline = self._first_request.pop(gevent.getcurrent(), None)
+        seconds = self.cfg.keepalive if deadline is None else max(deadline - time.monotonic(), 1e-3)
+        return gevent.Timeout(seconds, False)
 
     def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> None:
-        self._idle.pop(sock, None)
+        self._conns.requested(sock)
+        if isinstance(getattr(req.body, "reader", None), ChunkedReader):
+            _bound_chunks(req.body.reader, self._max_body)
         try:
             super().handle_request(listener_name, req, sock, addr)
         finally:
-            self._idle[sock] = time.monotonic() + NEXT_REQUEST_GRACE  # unless the answer closed it
+            if sock in self._linger:
+                self._linger.discard(sock)
+                _linger(sock)
+            self._conns.answered(sock, time.monotonic())  # unless the answer closed it
         gevent.sleep(TURN)  # the other connections' turn before this one's next request (module docstring)
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
-        self.wsgi: Any = self._close_when_stopping(self.wsgi)
+        self.wsgi: Any = self._transport(self.wsgi)
 
-    def _close_when_stopping(self, app: Any) -> Any:
-        """Answers started after SIGTERM say `Connection: close`, also for requests that arrived before it.
+    def _transport(self, app: Any) -> Any:
+        """What the worker adds around the app for each request.
 
-        gunicorn decides that when a request arrives; a review in flight when SIGTERM comes would otherwise be
-        answered keep-alive and its client could reuse a connection that is about to close.
+        The app reads the body within the read timeout, its errors as BodyError. A connection whose body was not
+        read to its end, or failed, closes after the answer: gunicorn would otherwise read the rest of the body
+        before the next request, for as long as the client sends it.
+
+        Answers started after SIGTERM say `Connection: close`, also for requests that arrived before it. gunicorn
+        decides that when a request arrives; a review in flight when SIGTERM comes would otherwise be answered
+        keep-alive and its client could reuse a connection that is about to close.
         """
 
         def wsgi(environ: dict[str, Any], start_response: Any) -> Any:
+            body = _BoundedInput(environ["wsgi.input"], environ, time.monotonic() + self._read_timeout)
+            environ["wsgi.input"] = body
+
             def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
                 response: Any = getattr(start_response, "__self__", None)  # gunicorn's Response
-                if not self.alive and hasattr(response, "force_close"):
-                    response.force_close()
+                if hasattr(response, "force_close"):
+                    if not self.alive or not body.complete:
+                        response.force_close()
+                    if not body.complete and (body.error is None or body.error.status == 413):
+                        self._linger.add(environ.get("gunicorn.socket"))  # the client may still be sending it
                 return start_response(status, headers, exc_info)
 
             return app(environ, start)
 
         return wsgi
+
+
+class _BoundedInput:
+    """`wsgi.input` read within a deadline, with gunicorn's errors turned into BodyError; knows whether the body
+    was read to its end."""
+
+    def __init__(self, stream: Any, environ: dict[str, Any], deadline: float) -> None:
+        self._stream = stream
+        self._deadline = deadline
+        self._timeout = round(deadline - time.monotonic(), 1)
+        length = environ.get("CONTENT_LENGTH")
+        chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
+        self._left: int | None = None if chunked else int(length or 0)  # None: chunked, until a short read
+        self.error: BodyError | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None and self._left == 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        whole = size is None or size < 0
+        return self._guarded(lambda: self._stream.read(size), None if whole else size)
+
+    def readline(self, size: int | None = -1) -> bytes:
+        return self._guarded(lambda: self._stream.readline(size), 0)
+
+    def _guarded(self, read: Any, size: int | None) -> bytes:
+        """`read()` within the deadline. `size`: what a read returns unless the body ends first (None: all of it;
+        0: a line, whose length says nothing about the end)."""
+        if self.error is not None:
+            raise self.error
+        expired = BodyError(408, f"request body did not arrive in full within {self._timeout:g}s")
+        try:
+            with gevent.Timeout(max(self._deadline - time.monotonic(), 1e-3), expired):
+                data: bytes = read()
+        except BodyError as exc:
+            self.error = exc
+            raise
+        except ParseException as exc:
+            self.error = BodyError(400, f"request body has invalid chunked framing ({type(exc).__name__})")
+            raise self.error from None
+        except (OSError, ValueError):  # gunicorn's NoMoreData is an OSError; ssl errors are too
+            self.error = _gone()
+            raise self.error from None
+        if self._left is not None:  # Content-Length: gunicorn returns what arrived before the stream ended
+            if len(data) < (self._left if size is None else min(size, self._left)):
+                self.error = _gone()
+                raise self.error
+            self._left -= len(data)
+        elif size is None or not data or len(data) < size:
+            self._left = 0  # a chunked body ends with a short read
+        return data
+
+
+def _gone() -> BodyError:
+    return BodyError(400, "the client closed the connection before the request body ended")
+
+
+def _bound_chunks(reader: ChunkedReader, limit: int) -> None:
+    """Refuse a chunked body as soon as its declared chunk sizes add up past `limit`, before reading the chunk: a
+    client must not hold the connection by announcing a chunk it never sends."""
+    parse = reader.parse_chunk_size
+    declared = 0
+
+    def bounded(unreader: Any, data: Any = None) -> Any:
+        nonlocal declared
+        size, rest = parse(unreader, data)
+        declared += size
+        if declared > limit:
+            raise too_large(limit)
+        return size, rest
+
+    reader.parse_chunk_size = bounded
+
+
+def _linger(sock: Any) -> None:
+    """Read and discard what the client still sends, for LINGER at most (see LINGER)."""
+    received = 0
+    with contextlib.suppress(OSError, ValueError), gevent.Timeout(LINGER, False):
+        while received < LINGER_BYTES:
+            data = sock.recv(65536)
+            if not data:
+                return
+            received += len(data)
 
 
 class _Bound:

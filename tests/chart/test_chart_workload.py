@@ -152,6 +152,7 @@ def test_server_arguments_self_mode() -> None:
         "--workers": "1",
         "--graceful-timeout": "20",
         "--start-timeout": "30",
+        "--read-timeout": "10",
         "--reports": "auto",
         "--lease-name": FULLNAME,
         "--lease-duration": "15",

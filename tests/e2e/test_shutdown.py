@@ -278,3 +278,30 @@ def test_a_worker_stopped_alone_leaves_its_siblings_accepting(tmp_path: Path) ->
 
     assert run.answered > 0 and not run.failures and run.refused == 0, run
     assert not run.log_errors, run
+
+
+@pytest.mark.parametrize(
+    ("stop", "live"),
+    [(signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGTERM, True)],
+    ids=["SIGTERM", "SIGINT", "SIGTERM-live"],
+)
+def test_a_stopped_server_leaves_nothing_in_tmpdir(tmp_path: Path, stop: signal.Signals, live: bool) -> None:
+    """The metrics directory (and in live mode the replica's policy directory) that `serve` creates in $TMPDIR
+    goes when the server stops; the workers, which exit through the same code, leave it to the master."""
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    env = {"TMPDIR": str(tmpdir), "PROMETHEUS_MULTIPROC_DIR": ""}  # empty: `serve` creates its own
+    with running_fake_api() as api:
+        if live:
+            args: tuple[str, ...] = ("--kubeconfig", str(api.write_kubeconfig(tmp_path / "kubeconfig")))
+        else:
+            args = ("--cluster", str(EXAMPLES / "cluster.yaml"))
+        with running_server(tmp_path, *args, workers=2, env=env) as server:
+            created = sorted(p.name.rsplit("-", 1)[0] for p in tmpdir.iterdir())
+            expected = ["storage-affinity-metrics"] + (["storage-affinity-replica"] if live else [])
+            assert created == expected
+            with server.session() as session:  # a review writes metric files into it
+                assert session.post(server.url + "/mutate", json=mover_review(), timeout=10).status_code == 200
+            server.process.send_signal(stop)
+            assert server.process.wait(timeout=GRACEFUL) == 0
+    assert list(tmpdir.iterdir()) == []

@@ -1,0 +1,118 @@
+"""`python -m bench.flood`: how long a new connection's review takes while a connection flood is held open.
+
+The flood: 2,000 TCP connections that never send a byte and 500 TLS handshakes stopped after their ClientHello,
+held for the whole run. With one worker (the default) and with two, each holding `worker_connections` (1,000),
+the flood exceeds what the server can hold, so each new connection closes the idlest one (webhook/worker.py).
+For each worker count it takes the time of SAMPLES reviews, each on a new verified TLS connection (handshake
+included), first without the flood and then with it. The target is 1 s at most; tests/hardening/
+test_connection_flood.py asserts that the review is answered at all and which connections were closed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.report import save, step
+from testkit.rawtls import accept_queue, closed_by_peer, port_of, stalled_handshake
+from testkit.server import Server, running_server
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTER = ROOT / "examples" / "cluster.yaml"
+REVIEW = ROOT / "examples" / "admissionreview-mover.json"
+IDLE_TCP = 2000
+STALLED_TLS = 500
+SAMPLES = 20
+TARGET = 1.0  # seconds
+
+
+def _answer_times(server: Server, body: bytes, samples: int) -> list[float]:
+    times = []
+    for _ in range(samples):
+        with server.session() as session:  # a new connection each: accept, TLS handshake, request
+            started = time.perf_counter()
+            answer = session.post(f"{server.url}/mutate", data=body, timeout=30)
+            times.append(time.perf_counter() - started)
+        if answer.status_code != 200:
+            raise RuntimeError(f"review answered {answer.status_code}: {answer.text[:200]}")
+    return times
+
+
+def _summary(times: list[float]) -> dict[str, float]:
+    ordered = sorted(times)
+    return {
+        "median_s": round(statistics.median(ordered), 4),
+        "p95_s": round(ordered[max(0, round(0.95 * len(ordered)) - 1)], 4),
+        "max_s": round(ordered[-1], 4),
+    }
+
+
+def _flood(server: Server, idle: int, stalled: int) -> list[socket.socket]:
+    port = port_of(server)
+    held = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(idle)]
+    held += [stalled_handshake(server, 30) for _ in range(stalled)]
+    deadline = time.monotonic() + 30
+    while accept_queue(port) and time.monotonic() < deadline:  # the server has taken every connection
+        time.sleep(0.05)
+    return held
+
+
+def run(workers: int, samples: int, idle: int, stalled: int, tmp: Path) -> dict[str, Any]:
+    body = REVIEW.read_bytes()
+    args = ("--cluster", str(CLUSTER), "--read-timeout", "600")  # eviction makes room here, not the timeout
+    with running_server(tmp, *args, workers=workers) as server:
+        quiet = _answer_times(server, body, samples)
+        held = _flood(server, idle, stalled)
+        try:
+            flooded = _answer_times(server, body, samples)
+            still_open = sum(1 for sock in held if not closed_by_peer(sock))
+        finally:
+            for sock in held:
+                sock.close()
+    return {
+        "workers": workers,
+        "without_flood": _summary(quiet),
+        "with_flood": _summary(flooded),
+        "flood_connections": idle + stalled,
+        "flood_still_open": still_open,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.flood", description=__doc__)
+    parser.add_argument("--samples", type=int, default=SAMPLES)
+    parser.add_argument("--idle", type=int, default=IDLE_TCP, help="TCP connections that never send a byte")
+    parser.add_argument("--stalled", type=int, default=STALLED_TLS, help="TLS handshakes stopped after the hello")
+    parser.add_argument("--keep", metavar="NAME", help="also write bench/results/NAME.json (a run you report)")
+    args = parser.parse_args(argv)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = args.idle + args.stalled + 512
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, hard), hard))
+    result: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": []}
+    with tempfile.TemporaryDirectory(prefix="saw-flood-") as tmp_dir:
+        for workers in (1, 2):
+            step(f"{workers} worker(s): {args.samples} new connections, then {args.idle} idle + {args.stalled} stalled")
+            result["runs"].append(run(workers, args.samples, args.idle, args.stalled, Path(tmp_dir) / str(workers)))
+    save(result, keep=args.keep, latest="flood-latest")
+    print(f"{'workers':>7}  {'quiet median':>12}  {'flood median':>12}  {'flood p95':>9}  {'flood max':>9}  open")
+    for r in result["runs"]:
+        q, f = r["without_flood"], r["with_flood"]
+        print(
+            f"{r['workers']:>7}  {q['median_s']:>11.3f}s  {f['median_s']:>11.3f}s  {f['p95_s']:>8.3f}s  "
+            f"{f['max_s']:>8.3f}s  {r['flood_still_open']}/{r['flood_connections']}"
+        )
+    worst = max(r["with_flood"]["max_s"] for r in result["runs"])
+    print(f"slowest review during the flood: {worst:.3f} s (target {TARGET:g} s)")
+    return 0 if worst <= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""A body the server's transport cannot read (webhook/body.py) is answered like any bad body: its status, a plain
+reason, one log line, a counted bad request; never a 500 or a traceback."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import pytest
+
+from rules.policy import default_policy
+from tests.support import EXAMPLES
+from webhook.app import create_app
+from webhook.body import BodyError, too_large
+from webhook.runtime import Runtime
+from webhook.state.static import load_static_state
+
+
+class Unreadable(io.RawIOBase):
+    """`wsgi.input` as webhook/worker.py hands it over when the body cannot be read."""
+
+    def __init__(self, error: BodyError) -> None:
+        self.error = error
+
+    def read(self, size: int = -1) -> bytes:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        BodyError(408, "request body did not arrive in full within 10s"),
+        too_large(4 * 1024 * 1024),
+        BodyError(400, "request body has invalid chunked framing (InvalidChunkSize)"),
+        BodyError(400, "the client closed the connection before the request body ended"),
+    ],
+    ids=["408", "413-chunk", "400-framing", "400-gone"],
+)
+def test_an_unreadable_body_is_answered_with_its_status_and_one_log_line(
+    error: BodyError, caplog: pytest.LogCaptureFixture
+) -> None:
+    runtime = Runtime(policy=default_policy(), view=load_static_state([EXAMPLES / "cluster.yaml"]), namespace="saw")
+    client = create_app(runtime).test_client()
+    with caplog.at_level(logging.INFO, logger="webhook.app"):
+        answer = client.post(
+            "/mutate",
+            environ_overrides={"wsgi.input": Unreadable(error)},
+            headers={"Transfer-Encoding": "chunked", "Content-Type": "application/json"},
+        )
+    assert answer.status_code == error.status
+    assert answer.get_data() == (error.message + "\n").encode()
+    assert [r.getMessage() for r in caplog.records] == [f"review mutate: {error.message}"]
+    assert not any(r.exc_info for r in caplog.records)
