@@ -5,16 +5,20 @@ before their claim's holder moved are never looked at again; the audit runs the 
 validating rule, and the mutating rules in "what would change" mode (the patch is computed, never applied to the
 cluster). A Pending mover whose claim is held on another node is flagged `multi_attach`: the kubelet cannot attach
 a ReadWriteOnce volume to two nodes, so it stays Pending with a Multi-Attach error until someone moves it.
+
+Given the time (`now`), a storage pod stuck longer than the policy's `audit.stuckAfterSeconds` gets one cause
+(rules/causes.py) and a `stuckPod` finding that names it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from rules import pipeline
-from rules.causes import StuckCause
+from rules.causes import Stuck, StuckCause, storage_pod, stuck_cause, stuck_seconds
 from rules.cluster import ClusterView
 from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
@@ -27,6 +31,8 @@ AUDITED_KINDS = ("Pod", "Job", "ConfigMap")
 PLACED_ROLES = ("mover", "backup", "restore")
 #: The pseudo-family of a pod that admission would place differently now.
 DRIFT = "placementDrift"
+#: The pseudo-family of a storage pod stuck longer than the policy allows.
+STUCK = "stuckPod"
 
 
 @dataclass(frozen=True)
@@ -80,14 +86,23 @@ class ObjectAudit:
 
 
 def audit_objects(
-    objects: Iterable[Mapping[str, Any]], view: ClusterView, policy: Policy, own_namespace: str = ""
+    objects: Iterable[Mapping[str, Any]],
+    view: ClusterView,
+    policy: Policy,
+    own_namespace: str = "",
+    now: datetime | None = None,
 ) -> list[ObjectAudit]:
-    """Every Pod, Job and ConfigMap among `objects`, in the order to show them: Multi-Attach movers first."""
-    reports = [audit_object(obj, view, policy, own_namespace) for obj in objects if obj.get("kind") in AUDITED_KINDS]
+    """Every Pod, Job and ConfigMap among `objects`, in the order to show them: Multi-Attach movers first.
+    Without `now`, no pod is judged stuck."""
+    reports = [
+        audit_object(obj, view, policy, own_namespace, now) for obj in objects if obj.get("kind") in AUDITED_KINDS
+    ]
     return sorted(reports, key=ObjectAudit.sort_key)
 
 
-def audit_object(obj: Mapping[str, Any], view: ClusterView, policy: Policy, own_namespace: str = "") -> ObjectAudit:
+def audit_object(
+    obj: Mapping[str, Any], view: ClusterView, policy: Policy, own_namespace: str = "", now: datetime | None = None
+) -> ObjectAudit:
     metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     assert isinstance(metadata, Mapping)
     kind = str(obj.get("kind"))
@@ -110,7 +125,21 @@ def audit_object(obj: Mapping[str, Any], view: ClusterView, policy: Policy, own_
     report.node = str((obj.get("spec") or {}).get("nodeName") or "")
     if report.role in PLACED_ROLES:
         _placement(report, target, final=final, mutation=mutation, view=view, policy=policy)
+    if now is not None and storage_pod(report.role):
+        _stuck(report, subject.obj or {}, target, view=view, policy=policy, now=now)
     return report
+
+
+def _stuck(
+    report: ObjectAudit, pod: Json, target: PodTarget, *, view: ClusterView, policy: Policy, now: datetime
+) -> None:
+    """Name the cause of a storage pod stuck longer than the policy allows, as `cause` and a finding."""
+    seconds = stuck_seconds(pod, now)
+    if seconds is None or seconds < policy.stuck_after:
+        return
+    report.cause = stuck_cause(Stuck(pod, target, view, policy, seconds))
+    message = f"stuck for {int(seconds // 60)} min ({report.cause.code}): {report.cause.message}"
+    report.findings.append(AuditFinding(STUCK, "status", message, "warn"))
 
 
 def _findings(decision: Decision) -> list[AuditFinding]:

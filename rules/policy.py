@@ -65,6 +65,7 @@ class Policy:
     load_affinity_source: tuple[str, str] | None = None
     family_enforcement: Mapping[str, str] = field(default_factory=dict)
     document: Json = field(default_factory=dict, compare=False)
+    stuck_after: int = 120  # seconds a storage pod may be stuck before the audit names a cause
 
     def enforcement_for(self, family: str) -> str:
         return self.family_enforcement.get(family, self.enforcement)
@@ -139,6 +140,7 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
         load_affinity_source=(source_cm["namespace"], source_cm["name"]) if source_cm else None,
         family_enforcement={k: v["enforcement"] for k, v in validation.items() if "enforcement" in v},
         document=dict(doc),
+        stuck_after={**base["audit"], **(doc.get("audit") or {})}["stuckAfterSeconds"],
     )
 
 
