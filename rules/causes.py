@@ -20,6 +20,7 @@ from rules.kube.tolerations import tolerates
 from rules.kube.volumes import OWNED, SINGLE_POD, ClaimVolume, node_local_terms
 from rules.model import Json
 from rules.policy import Policy
+from rules.quoting import clip, escaped
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class StuckCause:
         return {"code": self.code, "message": self.message, "remedy": self.remedy}
 
 
+#: How much of a message the scheduler or the kubelet wrote a cause quotes.
+MESSAGE_LIMIT = 300
 #: The roles whose stuck pods the audit explains.
 STUCK_ROLES = ("mover", "backup", "restore")
 
@@ -289,7 +292,7 @@ def _scheduler(stuck: Stuck) -> str | None:
     if scheduled is None or scheduled.get("status") != "False":
         return None
     reason, message = scheduled.get("reason") or "Unschedulable", scheduled.get("message") or "no message"
-    return f"the scheduler: {reason}: {message}"
+    return f"the scheduler: {_quoted(reason)}: {_quoted(message)}"
 
 
 def _container_waiting(stuck: Stuck) -> str | None:
@@ -297,8 +300,8 @@ def _container_waiting(stuck: Stuck) -> str | None:
     for container in [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]:
         waiting = (container.get("state") or {}).get("waiting")
         if isinstance(waiting, Mapping) and waiting.get("reason"):
-            message = f": {waiting['message']}" if waiting.get("message") else ""
-            return f"container {container.get('name')} is waiting: {waiting['reason']}{message}"
+            message = f": {_quoted(waiting['message'])}" if waiting.get("message") else ""
+            return f"container {container.get('name')} is waiting: {_quoted(waiting['reason'])}{message}"
     return None
 
 
@@ -306,8 +309,17 @@ def _unexplained(stuck: Stuck) -> str:
     phase = (stuck.pod.get("status") or {}).get("phase") or "Pending"
     state = "Pending" if phase == "Pending" else f"{phase} and not Ready"
     ready = condition(stuck.pod, "Ready")
-    said = f" (Ready: {ready.get('reason')}: {ready.get('message')})" if ready and ready.get("message") else ""
+    said = (
+        f" (Ready: {_quoted(ready.get('reason'))}: {_quoted(ready['message'])})"
+        if ready and ready.get("message")
+        else ""
+    )
     return f"{state} for {int(stuck.seconds // 60)} min, and no condition of the pod or its node says why{said}"
+
+
+def _quoted(text: object) -> str:
+    """What the scheduler or the kubelet wrote, clipped and escaped: it goes into reports, metrics and tables."""
+    return escaped(clip(str(text), MESSAGE_LIMIT))
 
 
 # --- the table ----------------------------------------------------------------------------------------------
