@@ -24,7 +24,8 @@ from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
 from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
 from rules.model import Decision, Json, Subject
-from rules.policy import Policy
+from rules.pipeline import RULE_ERROR, STRICT_FAMILIES
+from rules.policy import Policy, validation_families
 
 #: The kinds the audit reviews; every other object is read as cluster state only.
 AUDITED_KINDS = ("Pod", "Job", "ConfigMap")
@@ -33,6 +34,12 @@ PLACED_ROLES = ("mover", "backup", "restore")
 DRIFT = "placementDrift"
 #: The pseudo-family of a storage pod stuck longer than the policy allows.
 STUCK = "stuckPod"
+
+
+def finding_families() -> tuple[str, ...]:
+    """Every family an audit finding can carry: the policy's per-family switches, the families enforcement never
+    relaxes, rule errors, and the audit's own."""
+    return (*validation_families(), *sorted(STRICT_FAMILIES), RULE_ERROR, DRIFT, STUCK)
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,11 @@ def _schema() -> Json:
     return json.loads(resources.files("rules").joinpath("policy.schema.json").read_text())  # type: ignore[no-any-return]
 
 
+def validation_families() -> tuple[str, ...]:
+    """The finding families the policy can switch per family (`validation.<family>.enforcement`)."""
+    return tuple(_schema()["properties"]["validation"]["properties"])
+
+
 @cache
 def _validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(_schema())
