@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from rules import pipeline
-from rules.causes import Stuck, StuckCause, storage_pod, stuck_cause, stuck_seconds
+from rules.causes import Stuck, StuckCause, duration, storage_pod, stuck_cause, stuck_seconds
 from rules.cluster import ClusterView
 from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
@@ -145,7 +145,7 @@ def _stuck(
     if seconds is None or seconds < policy.stuck_after:
         return
     report.cause = stuck_cause(Stuck(pod, target, view, policy, seconds))
-    message = f"stuck for {int(seconds // 60)} min ({report.cause.code}): {report.cause.message}"
+    message = f"stuck for {duration(seconds)}: {report.cause.message}"
     report.findings.append(AuditFinding(STUCK, "status", message, "warn"))
 
 

@@ -65,6 +65,14 @@ def stuck_seconds(pod: Mapping[str, Any], now: datetime) -> float | None:
     return None if since is None else max(0.0, (now - since).total_seconds())
 
 
+def duration(seconds: float) -> str:
+    """A wait as people say it: minutes up to two hours, hours up to two days, then days."""
+    minutes = int(seconds // 60)
+    if minutes < 120:
+        return f"{minutes} min"
+    return f"{minutes // 60} h" if minutes < 48 * 60 else f"{minutes // (24 * 60)} d"
+
+
 def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     """The status condition of type `kind` of a Pod or Node, if it has one."""
     for found in (obj.get("status") or {}).get("conditions") or ():
@@ -314,7 +322,7 @@ def _unexplained(stuck: Stuck) -> str:
         if ready and ready.get("message")
         else ""
     )
-    return f"{state} for {int(stuck.seconds // 60)} min, and no condition of the pod or its node says why{said}"
+    return f"{state} for {duration(stuck.seconds)}, and no condition of the pod or its node says why{said}"
 
 
 def _quoted(text: object) -> str:

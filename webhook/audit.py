@@ -164,7 +164,7 @@ def render_table(run: AuditRun) -> str:
     line = (
         f"{summary['audited']} objects audited: {summary['findings']} findings in {summary['objectsWithFindings']} "
         f"objects, {summary['multiAttach']} Multi-Attach (movers stuck on a claim held elsewhere), "
-        f"{summary['stuck']} storage pods stuck"
+        f"{summary['stuck']} stuck storage pod{'' if summary['stuck'] == 1 else 's'}"
     )
     if not rows:
         return f"{summary['audited']} objects audited: no findings"

@@ -51,7 +51,7 @@ def test_stuck_pod_gets_its_one_cause(case: dict[str, Any], indexed: bool) -> No
         assert words in report.cause.message
     (finding,) = stuck
     assert (finding.severity, finding.field) == ("warn", "status")
-    assert f"({case['cause']}): {report.cause.message}" in finding.message
+    assert finding.message.startswith("stuck for ") and finding.message.endswith(f": {report.cause.message}")
     assert report.as_json()["cause"] == {
         "code": case["cause"],
         "message": report.cause.message,

@@ -74,7 +74,7 @@ def test_outputs_agree_and_the_table_is_sorted_with_a_summary(capsys: pytest.Cap
     assert lines[1].startswith("pod/shop/volsync-src-db-stuck (MULTI-ATTACH)")
     assert lines[-1] == (
         "10 objects audited: 14 findings in 9 objects, 1 Multi-Attach (movers stuck on a claim held elsewhere), "
-        "0 storage pods stuck"
+        "0 stuck storage pods"
     )
     rows = [line.split()[0] for line in lines[1:-2]]
     rest = [r for r in rows if r != "pod/shop/volsync-src-db-stuck"]
@@ -224,4 +224,4 @@ def test_stuck_storage_pods_show_their_cause_in_every_output(
     _, rows, _ = audit(capsys, "--cluster", str(cluster), "-o", "table")
     stuck_rows = {line.split()[0]: line.split()[4] for line in rows.splitlines() if "stuckPod" in line}
     assert stuck_rows == {f"pod/shop/{c['stuck']['metadata']['name']}": code for code, c in cases.items()}
-    assert rows.splitlines()[-1].endswith(", 2 storage pods stuck")
+    assert rows.splitlines()[-1].endswith(", 2 stuck storage pods")
