@@ -322,7 +322,7 @@ def _unexplained(stuck: Stuck) -> str:
         if ready and ready.get("message")
         else ""
     )
-    return f"{state} for {duration(stuck.seconds)}, and no condition of the pod or its node says why{said}"
+    return f"{state}, and no condition of the pod or its node says why{said}"
 
 
 def _quoted(text: object) -> str:

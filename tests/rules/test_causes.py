@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rules.audit import STUCK, ObjectAudit, audit_objects
-from rules.causes import CAUSES, CODES
+from rules.causes import CAUSES, CODES, duration, stuck_seconds
 from tests.support import DATA, ROOT, load_yaml, policy, validate_strict, view_from
 from webhook.state.index import trim
 
@@ -51,7 +51,9 @@ def test_stuck_pod_gets_its_one_cause(case: dict[str, Any], indexed: bool) -> No
         assert words in report.cause.message
     (finding,) = stuck
     assert (finding.severity, finding.field) == ("warn", "status")
-    assert finding.message.startswith("stuck for ") and finding.message.endswith(f": {report.cause.message}")
+    waited = stuck_seconds(case["stuck"], NOW)
+    assert waited is not None
+    assert finding.message == f"stuck for {duration(waited)}: {report.cause.message}"
     assert report.as_json()["cause"] == {
         "code": case["cause"],
         "message": report.cause.message,
@@ -86,3 +88,18 @@ def test_docs_name_every_code_with_its_remedy(doc: str) -> None:
     if doc == "docs/runbooks.md":
         for cause in CAUSES:
             assert cause.remedy in text, f"{doc}: the remedy of {cause.code}"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [
+        (59, "0 min"),
+        (7199, "119 min"),
+        (7200, "2 h"),
+        (48 * 3600 - 1, "47 h"),
+        (48 * 3600, "2 d"),
+        (10 * 86400, "10 d"),
+    ],
+)
+def test_a_wait_is_said_in_the_unit_people_use(seconds: float, said: str) -> None:
+    assert duration(seconds) == said

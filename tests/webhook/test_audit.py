@@ -225,3 +225,13 @@ def test_stuck_storage_pods_show_their_cause_in_every_output(
     stuck_rows = {line.split()[0]: line.split()[4] for line in rows.splitlines() if "stuckPod" in line}
     assert stuck_rows == {f"pod/shop/{c['stuck']['metadata']['name']}": code for code, c in cases.items()}
     assert rows.splitlines()[-1].endswith(", 2 stuck storage pods")
+
+
+def test_a_node_whose_conditions_are_mistyped_is_refused_with_its_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    cluster = tmp_path / "nodes.yaml"
+    cluster.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {conditions: Ready}\n")
+    code, out, err = audit(capsys, "--cluster", str(cluster))
+    assert (code, out) == (2, "")
+    assert err.strip() == f"storage-affinity-webhook: {cluster}: Node n1: status.conditions: must be a list, not string"
