@@ -19,7 +19,7 @@ from typing import Any
 
 from rules import pipeline
 from rules.causes import Stuck, StuckCause, duration, storage_pod, stuck_cause, stuck_seconds
-from rules.cluster import ClusterView
+from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
 from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
@@ -175,7 +175,7 @@ def _placement(
         if mutation.patch:
             message = "not scheduled yet, and without the placement admission would give it now"
             report.findings.append(AuditFinding(DRIFT, "spec", message, "warn"))
-    elif (node := view.node(report.node)) is None:
+    elif (node := _node_or_none(view, report.node)) is None:
         report.placement = "unknown-node"
     elif (not node_name or node_name == report.node) and pod_fits_node(spec, node):
         report.placement = "ok"
@@ -185,3 +185,12 @@ def _placement(
         report.findings.append(AuditFinding(DRIFT, "spec.nodeName", message, "warn"))
     # Scheduled away from the node that holds its claim and still Pending: the kubelet's Multi-Attach error.
     report.multi_attach = report.role == "mover" and report.phase == "Pending" and report.placement == "misplaced"
+
+
+def _node_or_none(view: ClusterView, name: str) -> Json | None:
+    """The pod's node, or None when it is gone or cannot be read now (one unreadable node must not end the audit
+    of every other object)."""
+    try:
+        return view.node(name)
+    except LookupFailed:
+        return None

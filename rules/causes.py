@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rules.cluster import ClusterView
+from rules.cluster import ClusterView, LookupFailed
 from rules.context import PodTarget
 from rules.coscheduling.anchors import Hold, age_key, claim_hold, name_of, node_of, parse_time
 from rules.kube.nodeaffinity import HOSTNAME_LABEL, pinned_node, pod_fits_node, required_terms, volume_terms_match
@@ -152,9 +152,14 @@ class Cause:
 
 
 def stuck_cause(stuck: Stuck) -> StuckCause:
-    """The first cause of the table that holds; the last one always does."""
+    """The first cause of the table that holds; the last one always does. A cause whose state cannot be read
+    (`LookupFailed`) is not proved, and the next one is tried."""
     for cause in CAUSES:
-        if (found := cause.judge(stuck)) is not None:
+        try:
+            found = cause.judge(stuck)
+        except LookupFailed:
+            continue
+        if found is not None:
             return found
     raise AssertionError("the cause table ends with a cause that always holds")
 

@@ -12,8 +12,10 @@ import pytest
 
 from rules.audit import STUCK, ObjectAudit, audit_objects
 from rules.causes import CAUSES, CODES, duration, stuck_seconds
+from rules.cluster import LookupFailed
+from rules.model import Json
 from tests.support import DATA, ROOT, load_yaml, policy, validate_strict, view_from
-from webhook.state.index import trim
+from webhook.state.index import ClusterIndex, trim
 
 TABLE = load_yaml(DATA / "audit" / "causes.yaml")
 NOW = datetime.fromisoformat(TABLE["now"])
@@ -103,3 +105,23 @@ def test_docs_name_every_code_with_its_remedy(doc: str) -> None:
 )
 def test_a_wait_is_said_in_the_unit_people_use(seconds: float, said: str) -> None:
     assert duration(seconds) == said
+
+
+class _NodesUnreadable(ClusterIndex):
+    """The server's view while the API does not answer a node it has not cached."""
+
+    def node(self, name: str) -> Json | None:
+        found = super().node(name)
+        if found is None:
+            raise LookupFailed(f"GET node {name}: timed out")
+        return found
+
+
+def test_a_cause_whose_state_cannot_be_read_is_not_claimed() -> None:
+    (case,) = [c for c in TABLE["cases"] if c["stuck"]["metadata"]["name"] == "restore-gone-9vx2d"]
+    view = _NodesUnreadable()
+    for obj in copy.deepcopy([*TABLE["base"], case["stuck"]]):
+        view.apply(obj)
+    (report,) = audit_objects([case["stuck"]], view, policy(), now=NOW)
+    assert report.cause is not None
+    assert report.cause.code == "Unexplained"  # not NodeGone: the node may only be unreadable
