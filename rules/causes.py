@@ -7,7 +7,7 @@ scripts key on, so codes never change meaning once shipped.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -110,31 +110,40 @@ class Stuck:
         considered = [v for v in self.volumes if v.access in (OWNED, SINGLE_POD) and v.claim]
         return [claim_hold(self.view, self.policy, self.target, v) for v in considered]
 
-    @functools.cached_property
-    def nodes(self) -> list[Json]:
-        return sorted(self.view.nodes(), key=name_of)
+    @property
+    def own_groups(self) -> list[list[Json]]:
+        """The pod's required node affinity as term groups, to narrow the nodes a NodeSet checks."""
+        terms = required_terms(self.spec)
+        return [terms] if terms is not None else []
 
-    @functools.cached_property
-    def candidates(self) -> list[Json]:
+    def fitting(self, fits: Callable[[Json], bool], groups: list[list[Json]]) -> Iterator[Json]:
+        """The nodes that pass `fits`, checking only those the pod's nodeSelector and `groups` allow."""
+        return self.view.node_set().matching(fits, groups, self.spec.get("nodeSelector") or None)
+
+    def candidates(self) -> Iterator[Json]:
         """The nodes the pod could run on by its own constraints and its volumes' topology: its node when it has
         one, else every node that passes its nodeSelector, required node affinity and node-local PVs."""
         if self.node_name:
             node = self.view.node(self.node_name)
-            return [node] if node is not None else []
-        groups = node_local_terms(self.volumes)
-        return [n for n in self.nodes if pod_fits_node(self.spec, n) and all(volume_terms_match(t, n) for t in groups)]
+            return iter([node] if node is not None else [])
+        local = node_local_terms(self.volumes)
+
+        def fits(node: Json) -> bool:
+            return pod_fits_node(self.spec, node) and all(volume_terms_match(t, node) for t in local)
+
+        return self.fitting(fits, [*self.own_groups, *(list(t) for t in local)])
 
     @functools.cached_property
     def unusable(self) -> dict[str, tuple[str, str]] | None:
         """Why each candidate node cannot take the pod, by node name: (cause code, what is wrong); None when
         there is no candidate or one of them can."""
         found: dict[str, tuple[str, str]] = {}
-        for node in self.candidates:
+        for node in self.candidates():
             why = _unusable(node, self.spec, scheduled=bool(self.node_name))
             if why is None:
-                return None
+                return None  # the first usable node settles it
             found[name_of(node)] = why
-        return found or None
+        return dict(sorted(found.items())) or None
 
 
 @dataclass(frozen=True)
@@ -198,14 +207,17 @@ def _volume_topology(stuck: Stuck) -> str | None:
         node = stuck.view.node(stuck.node_name)
         outside = [v for v in local if node is not None and not volume_terms_match(v.pv_terms or (), node)]
         return _outside(outside[0], f"node {stuck.node_name}") if outside else None
-    if stuck.candidates:
+    if next(stuck.candidates(), None) is not None:
         return None
-    together = [n for n in stuck.nodes if all(volume_terms_match(v.pv_terms or (), n) for v in local)]
+    groups = [list(v.pv_terms or ()) for v in local]
+    together = sorted(
+        stuck.view.node_set().matching(lambda n: all(volume_terms_match(t, n) for t in groups), groups), key=name_of
+    )
     if not together:
         if len(local) == 1:
             return f"{_pv_of(local[0])}'s node affinity matches no node"
         return f"the node affinities of {', '.join(_pv_of(v) for v in local)} have no node in common"
-    if not any(pod_fits_node(stuck.spec, n) for n in stuck.nodes):
+    if next(stuck.fitting(lambda n: pod_fits_node(stuck.spec, n), stuck.own_groups), None) is None:
         return None  # its own constraints match no node at all: not the volumes' doing
     shown = ", ".join(name_of(n) for n in together[:3]) + (", …" if len(together) > 3 else "")
     return (
@@ -278,7 +290,7 @@ def _hostname_label(stuck: Stuck) -> str | None:
             if requirement.get("key") == HOSTNAME_LABEL and requirement.get("operator") == "In" and len(values) == 1:
                 wanted.append(("required node affinity", str(values[0])))
     for where, hostname in wanted:
-        if any(_labels(n).get(HOSTNAME_LABEL) == hostname for n in stuck.nodes):
+        if next(stuck.view.node_set().matching(lambda _: True, labels={HOSTNAME_LABEL: hostname}), None):
             continue
         node = stuck.view.node(hostname)
         if node is not None:
