@@ -13,6 +13,7 @@ import pytest
 from rules.audit import STUCK, ObjectAudit, audit_objects
 from rules.causes import CAUSES, CODES, duration, stuck_seconds
 from rules.cluster import LookupFailed
+from rules.kube.tolerations import tolerates
 from rules.model import Json
 from tests.support import DATA, ROOT, load_yaml, policy, validate_strict, view_from
 from webhook.state.index import ClusterIndex, trim
@@ -125,3 +126,11 @@ def test_a_cause_whose_state_cannot_be_read_is_not_claimed() -> None:
     (report,) = audit_objects([case["stuck"]], view, policy(), now=NOW)
     assert report.cause is not None
     assert report.cause.code == "Unexplained"  # not NodeGone: the node may only be unreadable
+
+
+TOLERATIONS = load_yaml(DATA / "audit" / "tolerations.yaml")
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c["name"]) for c in TOLERATIONS["cases"]])
+def test_a_taint_is_tolerated_as_the_api_decides(case: dict[str, Any]) -> None:
+    assert tolerates(case["tolerations"], TOLERATIONS["taint"]) is case["tolerated"]
