@@ -117,13 +117,13 @@ REFUSED_STATUSES = ("400", "413")
 
 
 def start_series(endpoints: Mapping[str, bool], audit_families: Iterable[str] = (), causes: Iterable[str] = ()) -> None:
-    """Create at zero, in this worker, the labelled series that alerts and dashboard panels read.
+    """Create at zero, in this worker, the labelled series that alerts and dashboard panels read; `endpoints` maps
+    each endpoint to whether it mutates.
 
-        A labelled series is born with its first event: until then a panel shows "No data" rather than 0, and
-        `rate()` misses that first event (it needs two samples). Each worker writes its own samples in multiprocess
-        mode, so each calls this. Reviews are created for kind Pod and operation CREATE, which every installation
-        sees (panels and alerts sum over kind and operation); audit findings under an empty namespace. `endpoints`
-    maps each endpoint to whether it mutates.
+    A labelled series is born with its first event: until then a panel shows "No data" rather than 0, and `rate()`
+    misses that first event (it needs a sample before it). Each worker writes its own samples in multiprocess mode,
+    so each calls this. Reviews are created for kind Pod and operation CREATE, which every installation sees
+    (panels and alerts sum over kind and operation); audit findings under an empty namespace.
     """
     for endpoint, mutating in endpoints.items():
         for outcome in OUTCOMES if mutating else tuple(o for o in OUTCOMES if o != "patched"):
