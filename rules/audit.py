@@ -5,28 +5,41 @@ before their claim's holder moved are never looked at again; the audit runs the 
 validating rule, and the mutating rules in "what would change" mode (the patch is computed, never applied to the
 cluster). A Pending mover whose claim is held on another node is flagged `multi_attach`: the kubelet cannot attach
 a ReadWriteOnce volume to two nodes, so it stays Pending with a Multi-Attach error until someone moves it.
+
+Given the time (`now`), a storage pod stuck longer than the policy's `audit.stuckAfterSeconds` gets one cause
+(rules/causes.py) and a `stuckPod` finding that names it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from rules import pipeline
-from rules.causes import StuckCause
-from rules.cluster import ClusterView
+from rules.causes import Stuck, StuckCause, duration, storage_pod, stuck_cause, stuck_seconds
+from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
 from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
 from rules.model import Decision, Json, Subject
-from rules.policy import Policy
+from rules.pipeline import RULE_ERROR, STRICT_FAMILIES
+from rules.policy import Policy, validation_families
 
 #: The kinds the audit reviews; every other object is read as cluster state only.
 AUDITED_KINDS = ("Pod", "Job", "ConfigMap")
 PLACED_ROLES = ("mover", "backup", "restore")
 #: The pseudo-family of a pod that admission would place differently now.
 DRIFT = "placementDrift"
+#: The pseudo-family of a storage pod stuck longer than the policy allows.
+STUCK = "stuckPod"
+
+
+def finding_families() -> tuple[str, ...]:
+    """Every family an audit finding can carry: the policy's per-family switches, the families enforcement never
+    relaxes, rule errors, and the audit's own."""
+    return (*validation_families(), *sorted(STRICT_FAMILIES), RULE_ERROR, DRIFT, STUCK)
 
 
 @dataclass(frozen=True)
@@ -80,14 +93,23 @@ class ObjectAudit:
 
 
 def audit_objects(
-    objects: Iterable[Mapping[str, Any]], view: ClusterView, policy: Policy, own_namespace: str = ""
+    objects: Iterable[Mapping[str, Any]],
+    view: ClusterView,
+    policy: Policy,
+    own_namespace: str = "",
+    now: datetime | None = None,
 ) -> list[ObjectAudit]:
-    """Every Pod, Job and ConfigMap among `objects`, in the order to show them: Multi-Attach movers first."""
-    reports = [audit_object(obj, view, policy, own_namespace) for obj in objects if obj.get("kind") in AUDITED_KINDS]
+    """Every Pod, Job and ConfigMap among `objects`, in the order to show them: Multi-Attach movers first.
+    Without `now`, no pod is judged stuck."""
+    reports = [
+        audit_object(obj, view, policy, own_namespace, now) for obj in objects if obj.get("kind") in AUDITED_KINDS
+    ]
     return sorted(reports, key=ObjectAudit.sort_key)
 
 
-def audit_object(obj: Mapping[str, Any], view: ClusterView, policy: Policy, own_namespace: str = "") -> ObjectAudit:
+def audit_object(
+    obj: Mapping[str, Any], view: ClusterView, policy: Policy, own_namespace: str = "", now: datetime | None = None
+) -> ObjectAudit:
     metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     assert isinstance(metadata, Mapping)
     kind = str(obj.get("kind"))
@@ -110,7 +132,21 @@ def audit_object(obj: Mapping[str, Any], view: ClusterView, policy: Policy, own_
     report.node = str((obj.get("spec") or {}).get("nodeName") or "")
     if report.role in PLACED_ROLES:
         _placement(report, target, final=final, mutation=mutation, view=view, policy=policy)
+    if now is not None and storage_pod(report.role):
+        _stuck(report, subject.obj or {}, target, view=view, policy=policy, now=now)
     return report
+
+
+def _stuck(
+    report: ObjectAudit, pod: Json, target: PodTarget, *, view: ClusterView, policy: Policy, now: datetime
+) -> None:
+    """Name the cause of a storage pod stuck longer than the policy allows, as `cause` and a finding."""
+    seconds = stuck_seconds(pod, now)
+    if seconds is None or seconds < policy.stuck_after:
+        return
+    report.cause = stuck_cause(Stuck(pod, target, view, policy, seconds))
+    message = f"stuck for {duration(seconds)}: {report.cause.message}"
+    report.findings.append(AuditFinding(STUCK, "status", message, "warn"))
 
 
 def _findings(decision: Decision) -> list[AuditFinding]:
@@ -139,7 +175,7 @@ def _placement(
         if mutation.patch:
             message = "not scheduled yet, and without the placement admission would give it now"
             report.findings.append(AuditFinding(DRIFT, "spec", message, "warn"))
-    elif (node := view.node(report.node)) is None:
+    elif (node := _node_or_none(view, report.node)) is None:
         report.placement = "unknown-node"
     elif (not node_name or node_name == report.node) and pod_fits_node(spec, node):
         report.placement = "ok"
@@ -149,3 +185,12 @@ def _placement(
         report.findings.append(AuditFinding(DRIFT, "spec.nodeName", message, "warn"))
     # Scheduled away from the node that holds its claim and still Pending: the kubelet's Multi-Attach error.
     report.multi_attach = report.role == "mover" and report.phase == "Pending" and report.placement == "misplaced"
+
+
+def _node_or_none(view: ClusterView, name: str) -> Json | None:
+    """The pod's node, or None when it is gone or cannot be read now (one unreadable node must not end the audit
+    of every other object)."""
+    try:
+        return view.node(name)
+    except LookupFailed:
+        return None

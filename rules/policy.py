@@ -65,6 +65,7 @@ class Policy:
     load_affinity_source: tuple[str, str] | None = None
     family_enforcement: Mapping[str, str] = field(default_factory=dict)
     document: Json = field(default_factory=dict, compare=False)
+    stuck_after: int = 120  # seconds a storage pod may be stuck before the audit names a cause
 
     def enforcement_for(self, family: str) -> str:
         return self.family_enforcement.get(family, self.enforcement)
@@ -78,6 +79,11 @@ def format_problem(problem: Problem) -> str:
 @cache
 def _schema() -> Json:
     return json.loads(resources.files("rules").joinpath("policy.schema.json").read_text())  # type: ignore[no-any-return]
+
+
+def validation_families() -> tuple[str, ...]:
+    """The finding families the policy can switch per family (`validation.<family>.enforcement`)."""
+    return tuple(_schema()["properties"]["validation"]["properties"])
 
 
 @cache
@@ -139,6 +145,7 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
         load_affinity_source=(source_cm["namespace"], source_cm["name"]) if source_cm else None,
         family_enforcement={k: v["enforcement"] for k, v in validation.items() if "enforcement" in v},
         document=dict(doc),
+        stuck_after={**base["audit"], **(doc.get("audit") or {})}["stuckAfterSeconds"],
     )
 
 

@@ -4,10 +4,11 @@ apis/openreports.io/v1alpha1/report_types.go; kubernetes-sigs/wg-policy-prototyp
 policy-report/pkg/api/wgpolicyk8s.io/v1alpha2/policyreport_types.go).
 
 Pure: what the reports of one audit should hold, and whether a stored report already holds it. The writer
-(webhook/reports.py) lists, creates, replaces and deletes. Only failures are reported (a result per finding, and
-one per stuck pod whose cause has no finding of its own): a namespace without findings has no report, and a
-cluster of 100,000 clean pods costs no object per pod. A namespace's results are split over several reports of at
-most MAX_RESULTS each, so that no report nears etcd's request size limit (1.5 MiB by default).
+(webhook/reports.py) lists, creates, replaces and deletes. Only failures are reported (a result per finding; a
+stuck storage pod's `stuckPod` result carries its cause code and remedy as properties): a namespace without
+findings has no report, and a cluster of 100,000 clean pods costs no object per pod. A namespace's results are
+split over several reports of at most MAX_RESULTS each, so that no report nears etcd's request size limit (1.5 MiB
+by default).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from rules.audit import ObjectAudit
+from rules.audit import STUCK, ObjectAudit
 from rules.model import Json
 
 SOURCE = "storage-affinity-webhook"
@@ -27,8 +28,6 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 #: The report of a namespace is named so; its further pages get `-2`, `-3`…
 REPORT_NAME = "storage-affinity-webhook"
 MAX_RESULTS = 1000
-#: The pseudo-policy of a stuck storage pod whose cause no audit finding already reports.
-STUCK = "stuckPod"
 #: The fields of a report that are its content; metadata other than the labels is the API server's.
 CONTENT = ("source", "summary", "results")
 
@@ -112,7 +111,8 @@ def _results(audit: ObjectAudit, now: int, uids: Mapping[tuple[str, str, str], s
     if uid := uids.get((audit.kind, audit.namespace, audit.name)):
         subject["uid"] = uid
     cause = {"cause": audit.cause.code} if audit.cause is not None else {}
-    results = [
+    remedy = {"remedy": audit.cause.remedy} if audit.cause is not None else {}
+    return [
         _result(
             finding.family,
             finding.field,
@@ -120,26 +120,11 @@ def _results(audit: ObjectAudit, now: int, uids: Mapping[tuple[str, str, str], s
             severity=_SEVERITY[finding.severity],
             message=finding.message,
             subject=subject,
-            properties={"field": finding.field, **cause},
+            properties={"field": finding.field, **cause, **(remedy if finding.family == STUCK else {})},
             now=now,
         )
         for finding in audit.findings
     ]
-    if audit.cause is not None and not results:
-        properties = {**cause, "remedy": audit.cause.remedy}
-        results.append(
-            _result(
-                STUCK,
-                audit.cause.code,
-                result="fail",
-                severity="high",
-                message=audit.cause.message,
-                subject=subject,
-                properties=properties,
-                now=now,
-            )
-        )
-    return results
 
 
 def _result(

@@ -10,6 +10,7 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -49,16 +50,20 @@ class AuditRun:
             "findings": self.findings,
             "objectsWithFindings": len(with_findings),
             "multiAttach": sum(r.multi_attach for r in self.reports),
+            "stuck": sum(r.cause is not None for r in self.reports),
         }
 
     def as_json(self) -> Json:
         return {"summary": self.summary(), "objects": [r.as_json() for r in self.reports if r.findings]}
 
 
-def run_audit(objects: Iterable[Json], view: Any, policy: Policy, namespace: str | None) -> AuditRun:
-    """Audit the objects of `namespace` (None: every namespace; cluster-scoped objects are never audited)."""
+def run_audit(
+    objects: Iterable[Json], view: Any, policy: Policy, namespace: str | None, now: datetime | None = None
+) -> AuditRun:
+    """Audit the objects of `namespace` (None: every namespace; cluster-scoped objects are never audited), as of
+    `now` (default: the current time), which tells how long a pod has been stuck."""
     chosen = [o for o in objects if namespace is None or (o.get("metadata") or {}).get("namespace") == namespace]
-    reports = audit_objects(chosen, view, policy)
+    reports = audit_objects(chosen, view, policy, now=now or datetime.now(UTC))
     return AuditRun(reports)
 
 
@@ -137,12 +142,13 @@ def render(run: AuditRun, output: str) -> str:
     return render_table(run)
 
 
-COLUMNS = ("OBJECT", "ROLE", "NODE", "PLACEMENT", "FAMILY", "SEVERITY", "FIELD", "MESSAGE")
+COLUMNS = ("OBJECT", "ROLE", "NODE", "PLACEMENT", "CAUSE", "FAMILY", "SEVERITY", "FIELD", "MESSAGE")
 MESSAGE_WIDTH = 100
 
 
 def render_table(run: AuditRun) -> str:
-    """One row a finding, Multi-Attach movers first, then by namespace, kind and name; a summary line last."""
+    """One row a finding, Multi-Attach movers first, then by namespace, kind and name; a summary line last. The
+    CAUSE column names why a stuck storage pod is stuck (its JSON `cause` has the message and the remedy)."""
     rows: list[tuple[str, ...]] = []
     for report in run.reports:
         name = f"{report.kind.lower()}/{report.namespace + '/' if report.namespace else ''}{report.name}"
@@ -151,12 +157,14 @@ def render_table(run: AuditRun) -> str:
         for finding in report.findings:
             message = finding.message if len(finding.message) <= MESSAGE_WIDTH else finding.message[:99] + "…"
             placement = report.placement + (f" → {report.wanted}" if report.wanted else "")
-            where = (name, report.role or "-", report.node or "-", placement or "-")
+            cause = report.cause.code if report.cause is not None else "-"
+            where = (name, report.role or "-", report.node or "-", placement or "-", cause)
             rows.append((*where, finding.family, finding.severity, finding.field or "-", message))
     summary = run.summary()
     line = (
         f"{summary['audited']} objects audited: {summary['findings']} findings in {summary['objectsWithFindings']} "
-        f"objects, {summary['multiAttach']} Multi-Attach (movers stuck on a claim held elsewhere)"
+        f"objects, {summary['multiAttach']} Multi-Attach (movers stuck on a claim held elsewhere), "
+        f"{summary['stuck']} stuck storage pod{'' if summary['stuck'] == 1 else 's'}"
     )
     if not rows:
         return f"{summary['audited']} objects audited: no findings"

@@ -1,11 +1,12 @@
 """The audit inside `serve`: every `--audit-interval` seconds, on the cluster state the server already holds.
 
-It reads the in-memory index (no extra API load) and publishes `storage_affinity_audit_findings{family,namespace}`
-and `storage_affinity_audit_last_run_timestamp_seconds`. One worker of a server audits: the one holding an
-advisory lock on a file in the directory its workers share (the lock goes with a dead worker, and a sibling
-takes over at its next turn). That worker also writes the policy reports when its replica holds the Lease
-(webhook/lease.py: one writer across replicas; webhook/reports.py: what it writes). The audit yields to the
-worker's other greenlets every few milliseconds, so reviews keep being answered while 100,000 pods are audited.
+It reads the in-memory index (no extra API load) and publishes `storage_affinity_audit_findings{family,namespace}`,
+`storage_affinity_audit_stuck_pods{cause}` and `storage_affinity_audit_last_run_timestamp_seconds`. One worker of
+a server audits: the one holding an advisory lock on a file in the directory its workers share (the lock goes with
+a dead worker, and a sibling takes over at its next turn). That worker also writes the policy reports when its
+replica holds the Lease (webhook/lease.py: one writer across replicas; webhook/reports.py: what it writes). The
+audit yields to the worker's other greenlets every few milliseconds, so reviews keep being answered while 100,000
+pods are audited.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Protocol, TypeVar, cast
 
 from rules.audit import ObjectAudit, audit_objects
+from rules.causes import CODES
 from rules.model import Json
 from webhook import metrics
 from webhook.lease import LeaseElector
@@ -96,8 +99,12 @@ class AuditLoop:
         runtime = self.runtime
         view = cast(Indexed, runtime.view)
         held = [*view.objects("Pod"), *view.objects("ConfigMap")]
-        reports = audit_objects(_yielding(held), runtime.view, runtime.policy, runtime.namespace)
+        now = datetime.now(UTC)
+        reports = audit_objects(_yielding(held), runtime.view, runtime.policy, runtime.namespace, now)
         counts = Counter((f.family, r.namespace) for r in reports for f in r.findings)
+        stuck = Counter(r.cause.code for r in reports if r.cause is not None)
+        for code in CODES:  # every code, so that a cause that went away reads 0
+            metrics.AUDIT_STUCK.labels(code).set(stuck[code])
         for key in self._published - set(counts):
             metrics.AUDIT_FINDINGS.labels(*key).set(0)  # a series that vanished would keep its last value
         for key, count in counts.items():
@@ -107,9 +114,10 @@ class AuditLoop:
         if self.reports is not None:
             self._write_reports(self.reports, reports, held)
         log.info(
-            "audit: %d objects, %d findings, in %.1f s",
+            "audit: %d objects, %d findings, %d storage pods stuck, in %.1f s",
             len(reports),
             sum(counts.values()),
+            stuck.total(),
             time.monotonic() - started,
         )
         return dict(counts)

@@ -7,8 +7,11 @@ from typing import TYPE_CHECKING
 
 from flask import Flask
 
+from rules.audit import finding_families
+from rules.causes import CODES
 from rules.policy import Policy
-from webhook.app import create_app
+from webhook import metrics
+from webhook.app import ENDPOINTS, create_app
 from webhook.policyfile import load_policy_file
 from webhook.runtime import Runtime
 from webhook.settings import Settings
@@ -57,7 +60,13 @@ def _live_runtime(settings: Settings, policy: Policy, source: str) -> Runtime:
 
 def build_app(settings: Settings) -> Flask:
     runtime = build_runtime(settings)
-    if settings.audit_interval > 0:
+    auditing = settings.audit_interval > 0
+    metrics.start_series(
+        {name: mutating for name, (_, mutating) in ENDPOINTS.items()},
+        audit_families=finding_families() if auditing else (),
+        causes=CODES if auditing else (),
+    )
+    if auditing:
         _start_audit(runtime, settings)
     return create_app(runtime, max_body=settings.max_body, trivial_endpoint=settings.trivial_endpoint)
 

@@ -169,7 +169,8 @@ def _parser() -> argparse.ArgumentParser:
 
     aud = sub.add_parser(
         "audit",
-        help="review existing objects: every validating rule, and what the mutating rules would change now",
+        help="review existing objects: every validating rule, what the mutating rules would change now, and why "
+        "each stuck storage pod is stuck",
         description="Exit 0 when clean, 1 with findings, 2 on bad input or an unreachable API.",
     )
     aud.add_argument(

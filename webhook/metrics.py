@@ -9,6 +9,7 @@ and keep an alert firing until the pod restarts.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -99,6 +100,44 @@ AUDIT_LAST_RUN = Gauge(
     "Unix time at which the last audit of existing objects finished.",
     multiprocess_mode="livemax",
 )
+
+
+AUDIT_STUCK = Gauge(
+    "storage_affinity_audit_stuck_pods",
+    "Storage pods stuck longer than the policy's audit.stuckAfterSeconds at the last audit, by cause code.",
+    ["cause"],
+    multiprocess_mode="livemax",
+)
+
+#: The outcomes (only a mutating endpoint patches) and onLookupFailure actions a review is counted under, and the
+#: statuses of refused bodies that every installation meets (webhook/app.py).
+OUTCOMES = ("allowed", "patched", "denied")
+LOOKUP_ACTIONS = ("allow", "deny")
+REFUSED_STATUSES = ("400", "413")
+
+
+def start_series(endpoints: Mapping[str, bool], audit_families: Iterable[str] = (), causes: Iterable[str] = ()) -> None:
+    """Create at zero, in this worker, the labelled series that alerts and dashboard panels read; `endpoints` maps
+    each endpoint to whether it mutates.
+
+    A labelled series is born with its first event: until then a panel shows "No data" rather than 0, and `rate()`
+    misses that first event (it needs a sample before it). Each worker writes its own samples in multiprocess mode,
+    so each calls this. Reviews are created for kind Pod and operation CREATE, which every installation sees
+    (panels and alerts sum over kind and operation); audit findings under an empty namespace.
+    """
+    for endpoint, mutating in endpoints.items():
+        for outcome in OUTCOMES if mutating else tuple(o for o in OUTCOMES if o != "patched"):
+            REQUESTS.labels(endpoint, "Pod", "CREATE", outcome)
+        DURATION.labels(endpoint)
+        for action in LOOKUP_ACTIONS:
+            LOOKUP_FAILURES.labels(endpoint, action)
+        for status in REFUSED_STATUSES:
+            BAD_REQUESTS.labels(endpoint, status)
+        UNAVAILABLE.labels(endpoint)
+    for family in audit_families:
+        AUDIT_FINDINGS.labels(family, "")
+    for cause in causes:
+        AUDIT_STUCK.labels(cause)
 
 
 def render() -> tuple[bytes, str]:

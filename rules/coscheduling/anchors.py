@@ -104,6 +104,11 @@ def age_key(pod: Mapping[str, Any]) -> tuple[bool, datetime, str]:
     return (when is None, when or _LAST, name_of(pod))
 
 
+def parse_time(stamp: object) -> datetime | None:
+    """A Kubernetes timestamp (RFC 3339) as an aware datetime; None when missing or unreadable."""
+    return _parsed(str(stamp)) if stamp else None
+
+
 @functools.lru_cache(maxsize=4096)  # a claim's holders are compared again for every mover of the claim
 def _parsed(stamp: str) -> datetime | None:
     try:

@@ -65,18 +65,33 @@ class NodeSet:
         found = self._memo.get(key)
         if found is not None:
             return found
-        candidates = self._candidates(groups)
-        for label, value in (labels or {}).items():
-            exact = (self._by_label.get(label) or {}).get(value, ())
-            if candidates is None or len(exact) < len(candidates):
-                candidates = exact
-        nodes = self._nodes.values() if candidates is None else (self._nodes[name] for name in candidates)
-        found = any(fits(node) for node in nodes)
+        found = any(fits(node) for node in self._narrowed(groups, labels))
         with self._lock:
             if len(self._memo) >= MEMO_SIZE:
                 self._memo.clear()
             self._memo[key] = found
         return found
+
+    def matching(
+        self,
+        fits: Predicate,
+        groups: Sequence[Sequence[Mapping[str, Any]]] = (),
+        labels: Mapping[str, str] | None = None,
+    ) -> Iterator[Json]:
+        """The nodes that pass `fits`, lazily and in no order; `groups` and `labels` narrow the nodes checked as
+        in `any_fits`. Not memoised: the audit asks it for the few pods that are stuck."""
+        return (node for node in self._narrowed(groups, labels) if fits(node))
+
+    def _narrowed(
+        self, groups: Sequence[Sequence[Mapping[str, Any]]], labels: Mapping[str, str] | None
+    ) -> Iterable[Json]:
+        """The nodes that may satisfy the groups and the nodeSelector `labels` (a superset of those that do)."""
+        candidates = self._candidates(groups)
+        for label, value in (labels or {}).items():
+            exact = (self._by_label.get(label) or {}).get(value, ())
+            if candidates is None or len(exact) < len(candidates):
+                candidates = exact
+        return self._nodes.values() if candidates is None else (self._nodes[name] for name in candidates)
 
     def _candidates(self, groups: Sequence[Sequence[Mapping[str, Any]]]) -> Collection[str] | None:
         """The smallest superset of the nodes that satisfy one of the groups (None: every node may)."""

@@ -215,9 +215,23 @@ _VOLUME = obj(
 _TOLERATION = obj(
     {"key": string, "operator": string, "value": string, "effect": string, "tolerationSeconds": int64},
 )
+#: What the audit reads of a status to say why a pod waits (rules/causes.py).
+_CONDITION = obj(
+    {"type": string, "status": string, "reason": string, "message": string, "lastTransitionTime": string},
+)
+_CONTAINER_STATUS = obj({"name": string, "state": obj({"waiting": obj({"reason": string, "message": string})})})
+_POD_STATUS = obj(
+    {
+        "phase": string,
+        "conditions": list_of(_CONDITION),
+        "containerStatuses": list_of(_CONTAINER_STATUS),
+        "initContainerStatuses": list_of(_CONTAINER_STATUS),
+    }
+)
 POD = obj(
     {
         "metadata": METADATA,
+        "status": _POD_STATUS,
         "spec": obj(
             {
                 "nodeName": string,
@@ -232,7 +246,14 @@ POD = obj(
 )
 JOB = obj({"metadata": METADATA, "spec": obj({"template": POD})})
 CONFIG_MAP = obj({"metadata": METADATA, "data": _STRINGS, "binaryData": _STRINGS})
-SHAPES: dict[str, Shape] = {"Pod": POD, "Job": JOB, "ConfigMap": CONFIG_MAP}
+NODE = obj(
+    {
+        "metadata": METADATA,
+        "spec": obj({"taints": list_of(obj({"key": string, "value": string, "effect": string}))}),
+        "status": obj({"conditions": list_of(_CONDITION)}),
+    }
+)
+SHAPES: dict[str, Shape] = {"Pod": POD, "Job": JOB, "ConfigMap": CONFIG_MAP, "Node": NODE}
 
 
 def object_problems(kind: str, value: Any) -> Problems:

@@ -33,3 +33,22 @@ def merge_tolerations(own: Sequence[Json], extra: Sequence[Json]) -> list[Json]:
             seen.add(key)
             out.append(dict(toleration))
     return out
+
+
+def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
+    """Whether some toleration tolerates the taint, as the API's `Toleration.ToleratesTaint` decides: an empty
+    effect tolerates every effect, an empty key with `Exists` every key, `Exists` any value, `Equal` (the
+    default) the same value."""
+    for toleration in tolerations:
+        effect = toleration.get("effect") or ""
+        if effect and effect != (taint.get("effect") or ""):
+            continue
+        key = toleration.get("key") or ""
+        if key and key != (taint.get("key") or ""):
+            continue
+        operator = toleration.get("operator") or "Equal"
+        if operator == "Exists" or (
+            operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
+        ):
+            return True
+    return False

@@ -316,6 +316,7 @@ def test_dashboard_shows_what_operators_watch() -> None:
         "storage_affinity_cache_age_seconds",
         "storage_affinity_certificate_expiry_timestamp_seconds",
         "storage_affinity_audit_findings",
+        "storage_affinity_audit_stuck_pods",  # stuck storage pods by cause
     }
 
 

@@ -553,6 +553,7 @@ def policy_documents(draw: st.DrawFn) -> Json:
             st.builds(lambda e: {"enforcement": e}, st.sampled_from(("deny", "warn"))),
             max_size=3,
         ),
+        "audit": st.builds(lambda a: _compact(stuckAfterSeconds=a), _maybe(st.integers(0, 86400))),
     }
     chosen = draw(st.lists(st.sampled_from(sorted(fields)), max_size=len(fields), unique=True))
     return {name: draw(fields[name]) for name in chosen}
@@ -569,6 +570,8 @@ POLICY_DEFECTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("roles", "movers"), {"selectors": []}),
     (("coScheduling", "placement"), "hostname"),
     (("coScheduling", "copyTolerations"), "yes"),
+    (("audit", "stuckAfterSeconds"), -1),
+    (("audit", "stuckAfterSeconds"), "2m"),
     (("placment",), "nodeName"),
     (("loadAffinity",), [{"nodeSelector": {}}]),
     (("loadAffinity",), {"nodeSelector": {"matchLabels": {"disk": "ssd"}}}),

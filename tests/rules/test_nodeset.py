@@ -91,6 +91,9 @@ def test_any_fits_is_the_walk_over_every_node(
     nodeset = NodeSet(cluster)
     assert nodeset.any_fits("question", fits, groups, selector) is expected
     assert nodeset.any_fits("question", fits, groups, selector) is expected  # remembered
+    # the nodes themselves, for the audit's stuck pods: the same narrowing, every match
+    matched = sorted(id(n) for n in nodeset.matching(fits, groups, selector))
+    assert matched == sorted(id(n) for n in NodeSet(cluster) if fits(n))
     if required is not None:
         assert NodeSet(cluster).any_fits("terms", partial(terms_match, required), [required]) is any(
             terms_match(required, n) for n in cluster

@@ -9,11 +9,12 @@ list of ObjectReferences, `timestamp` with `seconds` and `nanos`.
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 from typing import Any
 
 import pytest
 
-from rules.audit import AuditFinding, ObjectAudit, audit_objects
+from rules.audit import STUCK, AuditFinding, ObjectAudit, audit_objects
 from rules.causes import StuckCause
 from rules.reports import (
     MANAGED_BY,
@@ -21,18 +22,18 @@ from rules.reports import (
     OPENREPORTS,
     REPORT_NAME,
     SOURCE,
-    STUCK,
     WGPOLICY,
     ReportKind,
     build_reports,
     keep_timestamps,
     same_content,
 )
-from tests.support import DATA, EXAMPLES
+from tests.support import DATA, EXAMPLES, load_yaml, policy, view_from
 from webhook.policyfile import load_policy_file
 from webhook.state.static import load_static_state
 
 RESULTS = {"pass", "fail", "warn", "error", "skip"}
+CAUSES_TABLE = load_yaml(DATA / "audit" / "causes.yaml")
 SEVERITIES = {"critical", "high", "medium", "low", "info"}
 REFERENCE_FIELDS = {"apiVersion", "kind", "namespace", "name", "uid", "resourceVersion", "fieldPath"}
 MULTI_ATTACH = StuckCause(
@@ -105,15 +106,20 @@ def test_a_stuck_pod_carries_its_cause_code() -> None:
     assert [r["properties"] for r in result] == [{"field": "spec.nodeName", "cause": "MultiAttach"}]
 
 
-def test_a_stuck_pod_without_a_finding_is_reported_by_its_cause() -> None:
-    stuck = ObjectAudit("Pod", "velero", "nightly-7hx2q", role="backup", cause=MULTI_ATTACH)
-    clean = ObjectAudit("Pod", "velero", "other", role="backup")
-    report = build_reports([stuck, clean], WGPOLICY, now=1)[("velero", REPORT_NAME)]
+def test_a_stuck_pod_is_reported_with_its_cause_and_remedy() -> None:
+    """The audit's own stuck-pod finding (tests/data/audit/causes.yaml, backube/volsync#17) becomes a result that
+    carries the cause code and the remedy."""
+    case = next(c for c in CAUSES_TABLE["cases"] if c["cause"] == "MultiAttach")
+    state = [*CAUSES_TABLE["base"], *case.get("state", ()), case["stuck"]]
+    audits = audit_objects(
+        [case["stuck"]], view_from(*state), policy(), now=datetime.fromisoformat(CAUSES_TABLE["now"])
+    )
+    report = build_reports(audits, WGPOLICY, now=1)[("shop", REPORT_NAME)]
     check_shape(report, WGPOLICY)
-    [result] = report["results"]
-    assert (result["policy"], result["rule"], result["result"]) == (STUCK, "MultiAttach", "fail")
-    assert result["message"] == MULTI_ATTACH.message
-    assert result["properties"] == {"cause": "MultiAttach", "remedy": MULTI_ATTACH.remedy}
+    [result] = [r for r in report["results"] if r["policy"] == STUCK]
+    (cause,) = [a.cause for a in audits]
+    assert cause is not None and (result["rule"], result["result"]) == ("status", "warn")
+    assert result["properties"] == {"field": "status", "cause": "MultiAttach", "remedy": cause.remedy}
 
 
 def test_no_findings_no_report() -> None:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from testkit.fakeapi import FakeKubeAPI, running_fake_api
-from tests.support import DATA, EXAMPLES
+from tests.support import DATA, EXAMPLES, load_yaml
 from webhook.cli import main
 
 CLUSTER = [str(EXAMPLES / "cluster.yaml"), str(DATA / "audit" / "findings.yaml")]
@@ -43,7 +43,13 @@ def test_every_family_is_found_and_the_multi_attach_mover_comes_first(capsys: py
     assert (first["name"], first["multiAttach"], first["placement"]) == ("volsync-src-db-stuck", True, "misplaced")
     assert first["wanted"] == "node ip-10-0-1-17.ec2.internal (with pod db-0)"
     assert [o["name"] for o in report["objects"] if o["multiAttach"]] == ["volsync-src-db-stuck"]
-    assert report["summary"] == {"audited": 10, "findings": 14, "objectsWithFindings": 9, "multiAttach": 1}
+    assert report["summary"] == {
+        "audited": 10,
+        "findings": 14,
+        "objectsWithFindings": 9,
+        "multiAttach": 1,
+        "stuck": 0,  # no pod there says since when it waits (no creationTimestamp)
+    }
 
 
 def test_a_backup_pod_outside_its_load_affinity_is_misplaced_with_what_admission_would_add(
@@ -63,10 +69,12 @@ def test_outputs_agree_and_the_table_is_sorted_with_a_summary(capsys: pytest.Cap
     code, table, _ = audit(capsys, "--cluster", *CLUSTER, "--policy", POLICY, "-o", "table")
     assert code == 1
     lines = table.splitlines()
-    assert lines[0].split() == ["OBJECT", "ROLE", "NODE", "PLACEMENT", "FAMILY", "SEVERITY", "FIELD", "MESSAGE"]
+    header = ["OBJECT", "ROLE", "NODE", "PLACEMENT", "CAUSE", "FAMILY", "SEVERITY", "FIELD", "MESSAGE"]
+    assert lines[0].split() == header
     assert lines[1].startswith("pod/shop/volsync-src-db-stuck (MULTI-ATTACH)")
     assert lines[-1] == (
-        "10 objects audited: 14 findings in 9 objects, 1 Multi-Attach (movers stuck on a claim held elsewhere)"
+        "10 objects audited: 14 findings in 9 objects, 1 Multi-Attach (movers stuck on a claim held elsewhere), "
+        "0 stuck storage pods"
     )
     rows = [line.split()[0] for line in lines[1:-2]]
     rest = [r for r in rows if r != "pod/shop/volsync-src-db-stuck"]
@@ -192,3 +200,38 @@ def test_placement_drift_says_where_the_pod_runs_and_where_admission_would_put_i
             "warn",
         ),
     }
+
+
+def test_stuck_storage_pods_show_their_cause_in_every_output(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    table = load_yaml(DATA / "audit" / "causes.yaml")
+    cases = {c["cause"]: c for c in table["cases"] if c["cause"] in ("ReadWriteOncePodInUse", "HostnameLabelMismatch")}
+    objects = [*table["base"], *(o for c in cases.values() for o in [*c.get("state", ()), c["stuck"]])]
+    cluster = tmp_path / "stuck.yaml"
+    cluster.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}))
+    code, out, _ = audit(capsys, "--cluster", str(cluster), "-o", "json")
+    assert code == 1
+    report = json.loads(out)
+    assert report["summary"]["stuck"] == 2
+    causes = {o["name"]: o["cause"] for o in report["objects"] if "cause" in o}
+    assert {name: cause["code"] for name, cause in causes.items()} == {
+        c["stuck"]["metadata"]["name"]: code for code, c in cases.items()
+    }
+    assert all(cause["message"] and cause["remedy"] for cause in causes.values())
+    _, as_yaml, _ = audit(capsys, "--cluster", str(cluster), "-o", "yaml")
+    assert yaml.safe_load(as_yaml) == json.loads(out)
+    _, rows, _ = audit(capsys, "--cluster", str(cluster), "-o", "table")
+    stuck_rows = {line.split()[0]: line.split()[4] for line in rows.splitlines() if "stuckPod" in line}
+    assert stuck_rows == {f"pod/shop/{c['stuck']['metadata']['name']}": code for code, c in cases.items()}
+    assert rows.splitlines()[-1].endswith(", 2 stuck storage pods")
+
+
+def test_a_node_whose_conditions_are_mistyped_is_refused_with_its_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    cluster = tmp_path / "nodes.yaml"
+    cluster.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {conditions: Ready}\n")
+    code, out, err = audit(capsys, "--cluster", str(cluster))
+    assert (code, out) == (2, "")
+    assert err.strip() == f"storage-affinity-webhook: {cluster}: Node n1: status.conditions: must be a list, not string"

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client import REGISTRY
 
-from tests.support import DATA, EXAMPLES
+from rules.causes import CODES
+from tests.support import DATA, EXAMPLES, load_yaml
 from webhook.auditloop import AuditLoop
 from webhook.policyfile import load_policy_file
 from webhook.runtime import Runtime
+from webhook.state.index import claims_of
 from webhook.state.static import load_static_state
 
 CLUSTER = [EXAMPLES / "cluster.yaml", DATA / "audit" / "findings.yaml"]
@@ -57,3 +61,25 @@ def test_one_loop_per_lock_file_audits(tmp_path: Path, monkeypatch: pytest.Monke
     assert first._lock is not None
     first._lock.close()  # the leading worker exits: its lock goes with it
     assert second._leader()
+
+
+def stuck(cause: str) -> float | None:
+    return REGISTRY.get_sample_value("storage_affinity_audit_stuck_pods", {"cause": cause})
+
+
+def test_stuck_storage_pods_are_counted_by_cause(tmp_path: Path) -> None:
+    table = load_yaml(DATA / "audit" / "causes.yaml")
+    # the cases whose pods mount a claim: the only pods the server's index keeps
+    cases = [c for c in table["cases"] if c["cause"] and claims_of(c["stuck"])]
+    assert {c["cause"] for c in cases} == {"MultiAttach", "ReadWriteOncePodInUse", "VolumeTopologyConflict"}
+    objects = [*table["base"], *(o for c in cases for o in [*c.get("state", ()), c["stuck"]])]
+    cluster = tmp_path / "stuck.yaml"
+    cluster.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}))
+    rt = runtime(cluster)
+    loop = AuditLoop(rt, interval=60)
+    loop.run_once()
+    expected = Counter(c["cause"] for c in cases)
+    assert {code: stuck(code) for code in CODES} == {code: expected[code] for code in CODES}
+    rt.view = load_static_state([DATA / "audit" / "clean.yaml"])
+    loop.run_once()
+    assert {stuck(code) for code in CODES} == {0}

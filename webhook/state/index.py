@@ -91,7 +91,7 @@ def trim(obj: Mapping[str, Any]) -> Json:
             for v in volumes
         ]
         out["spec"] = kept
-        out["status"] = _shared({"phase": (obj.get("status") or {}).get("phase")})
+        out["status"] = _pod_status(obj.get("status") or {})
     elif kind in ("PersistentVolumeClaim", "PersistentVolume"):
         out["spec"] = {
             k: spec[k] if k in ("volumeName", "claimRef") else _shared(spec[k])
@@ -104,9 +104,41 @@ def trim(obj: Mapping[str, Any]) -> Json:
         out.update({k: obj[k] for k in ("provisioner", "volumeBindingMode") if k in obj})
     elif kind == "Node":
         out["spec"] = {k: spec[k] for k in ("taints", "unschedulable") if k in spec}
+        if conditions := _failing_conditions(obj.get("status") or {}, ("Ready",)):
+            out["status"] = {"conditions": conditions}
     elif kind == "ConfigMap":
         out["data"] = dict(obj.get("data") or {})
     return out
+
+
+#: The fields of a condition that say why a pod is stuck (rules/causes.py).
+_CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime")
+
+
+def _pod_status(status: Mapping[str, Any]) -> Json:
+    """The phase, and for a pod that is not scheduled, Ready or started what says why: its PodScheduled and
+    Ready conditions that are not True and its containers' waiting reasons (a healthy pod keeps its phase only,
+    shared with every other pod of that phase)."""
+    out: Json = {"phase": status.get("phase")}
+    if conditions := _failing_conditions(status, ("PodScheduled", "Ready")):
+        out["conditions"] = conditions
+    waiting = [
+        {"name": c.get("name"), "state": {"waiting": {k: w[k] for k in ("reason", "message") if k in w}}}
+        for key in ("initContainerStatuses", "containerStatuses")
+        for c in status.get(key) or ()
+        if isinstance(c, Mapping) and isinstance(w := (c.get("state") or {}).get("waiting"), Mapping)
+    ]
+    if waiting:
+        out["containerStatuses"] = waiting
+    return out if len(out) > 1 else _shared(out)
+
+
+def _failing_conditions(status: Mapping[str, Any], kinds: tuple[str, ...]) -> list[Json]:
+    return [
+        {k: c[k] for k in _CONDITION_FIELDS if k in c}
+        for c in status.get("conditions") or ()
+        if isinstance(c, Mapping) and c.get("type") in kinds and c.get("status") != "True"
+    ]
 
 
 _SHARED: dict[str, Any] = {}

@@ -134,6 +134,7 @@ class ResourceWatch:
         self._watch: watch.Watch | None = None
         self._thread = threading.Thread(target=self._run, name=f"watch-{resource.name}", daemon=True)
         metrics.CACHE_SYNCED.labels(resource.name).set(0)
+        metrics.CACHE_AGE.labels(resource.name)  # the series exists before the first contact sets it
 
     def start(self) -> None:
         self._thread.start()

@@ -1,0 +1,62 @@
+"""Stuck storage pods counted by cause, end to end: the real server (gunicorn, two workers, TLS) lists and watches
+the fake API, its in-server audit reads the index it keeps, and `/metrics` aggregates the auditing worker's counts.
+
+The stuck pods are the cases of tests/data/audit/causes.yaml whose pods mount a claim (the only pods the index
+keeps); once one of them runs and is Ready, its cause reads 0 again.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from rules.causes import CODES
+from testkit.fakeapi import running_fake_api
+from testkit.server import Server, running_server
+from tests.support import DATA, load_yaml
+from webhook.state.index import claims_of
+
+pytestmark = pytest.mark.e2e
+
+TABLE = load_yaml(DATA / "audit" / "causes.yaml")
+CASES = [c for c in TABLE["cases"] if c["cause"] and claims_of(c["stuck"])]
+STUCK_METRIC = "storage_affinity_audit_stuck_pods"
+
+
+def stuck_by_cause(server: Server) -> dict[str, float]:
+    with server.session() as session:
+        text = session.get(server.url + "/metrics", timeout=10).text
+    return {
+        sample.labels["cause"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == STUCK_METRIC
+    }
+
+
+def until(server: Server, expected: dict[str, float], deadline: float = 30.0) -> None:
+    end = time.monotonic() + deadline
+    while (found := stuck_by_cause(server)) != expected:
+        assert time.monotonic() < end, f"{STUCK_METRIC}: {found}, expected {expected}"
+        time.sleep(0.25)
+
+
+def test_the_in_server_audit_counts_stuck_pods_by_cause(tmp_path: Path) -> None:
+    objects = copy.deepcopy([*TABLE["base"], *(o for c in CASES for o in [*c.get("state", ()), c["stuck"]])])
+    expected = Counter(c["cause"] for c in CASES)
+    assert set(expected) == {"MultiAttach", "ReadWriteOncePodInUse", "VolumeTopologyConflict"}
+    with running_fake_api(*objects) as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        with running_server(tmp_path, "--kubeconfig", str(kubeconfig), "--audit-interval", "0.5") as server:
+            until(server, {code: float(expected[code]) for code in CODES})
+            (multi_attach,) = [c["stuck"] for c in CASES if c["cause"] == "MultiAttach"]
+            running = copy.deepcopy(multi_attach)
+            running["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+            api.update(running)
+            expected["MultiAttach"] = 0
+            until(server, {code: float(expected[code]) for code in CODES})

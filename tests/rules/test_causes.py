@@ -1,0 +1,136 @@
+"""Why a storage pod is stuck (rules/causes.py): the table in tests/data/audit/causes.yaml, run through the real
+audit twice: on the pod as the API lists it (`audit --cluster`, `audit` against the API) and as the server's index
+holds it (the in-server audit), which must keep every field a cause reads."""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from rules.audit import STUCK, ObjectAudit, audit_objects
+from rules.causes import CAUSES, CODES, duration, stuck_seconds
+from rules.cluster import LookupFailed
+from rules.kube.tolerations import tolerates
+from rules.model import Json
+from tests.support import DATA, ROOT, load_yaml, policy, validate_strict, view_from
+from webhook.state.index import ClusterIndex, trim
+
+TABLE = load_yaml(DATA / "audit" / "causes.yaml")
+NOW = datetime.fromisoformat(TABLE["now"])
+CASES = [pytest.param(case, id=case["name"]) for case in TABLE["cases"]]
+CASE_KEYS = {"name", "source", "state", "stuck", "policy", "cause", "says"}
+
+
+def audited(case: dict[str, Any], *, indexed: bool) -> ObjectAudit:
+    state = copy.deepcopy([*TABLE["base"], *case.get("state", ()), case["stuck"]])
+    pod = trim(case["stuck"]) if indexed else copy.deepcopy(case["stuck"])
+    (report,) = audit_objects([pod], view_from(*state), policy(case.get("policy")), now=NOW)
+    return report
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_case_is_well_formed(case: dict[str, Any]) -> None:
+    assert set(case) <= CASE_KEYS and case["source"], case["name"]
+    assert case["cause"] is None or case["cause"] in CODES
+    for obj in [*case.get("state", ()), case["stuck"]]:
+        validate_strict(obj)
+
+
+@pytest.mark.parametrize("indexed", [False, True], ids=["as listed", "as indexed"])
+@pytest.mark.parametrize("case", CASES)
+def test_stuck_pod_gets_its_one_cause(case: dict[str, Any], indexed: bool) -> None:
+    report = audited(case, indexed=indexed)
+    stuck = [f for f in report.findings if f.family == STUCK]
+    if case["cause"] is None:
+        assert (report.cause, stuck) == (None, [])
+        assert "cause" not in report.as_json()
+        return
+    assert report.cause is not None
+    assert report.cause.code == case["cause"], report.cause.message
+    for words in case["says"]:
+        assert words in report.cause.message
+    (finding,) = stuck
+    assert (finding.severity, finding.field) == ("warn", "status")
+    waited = stuck_seconds(case["stuck"], NOW)
+    assert waited is not None
+    assert finding.message == f"stuck for {duration(waited)}: {report.cause.message}"
+    assert report.as_json()["cause"] == {
+        "code": case["cause"],
+        "message": report.cause.message,
+        "remedy": report.cause.remedy,
+    }
+
+
+def test_every_cause_has_a_case_and_codes_are_unique() -> None:
+    assert len(set(CODES)) == len(CODES)
+    assert set(CODES) == {case["cause"] for case in TABLE["cases"]} - {None}
+    assert all(cause.remedy and "\n" not in cause.remedy for cause in CAUSES)
+
+
+def test_the_multi_attach_cause_agrees_with_the_multi_attach_flag() -> None:
+    (case,) = [c for c in TABLE["cases"] if c["cause"] == "MultiAttach"]
+    report = audited(case, indexed=False)
+    assert report.multi_attach
+
+
+def test_without_a_clock_no_pod_is_judged_stuck() -> None:
+    case = TABLE["cases"][0]
+    state = copy.deepcopy([*TABLE["base"], case["stuck"]])
+    (report,) = audit_objects([case["stuck"]], view_from(*state), policy())
+    assert report.cause is None
+
+
+@pytest.mark.parametrize("doc", ["docs/runbooks.md", "docs/design.md"])
+def test_docs_name_every_code_with_its_remedy(doc: str) -> None:
+    text = (ROOT / doc).read_text()
+    for cause in CAUSES:
+        assert f"| `{cause.code}` |" in text, f"{doc}: no row for {cause.code}"
+    if doc == "docs/runbooks.md":
+        for cause in CAUSES:
+            assert cause.remedy in text, f"{doc}: the remedy of {cause.code}"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [
+        (59, "0 min"),
+        (7199, "119 min"),
+        (7200, "2 h"),
+        (48 * 3600 - 1, "47 h"),
+        (48 * 3600, "2 d"),
+        (10 * 86400, "10 d"),
+    ],
+)
+def test_a_wait_is_said_in_the_unit_people_use(seconds: float, said: str) -> None:
+    assert duration(seconds) == said
+
+
+class _NodesUnreadable(ClusterIndex):
+    """The server's view while the API does not answer a node it has not cached."""
+
+    def node(self, name: str) -> Json | None:
+        found = super().node(name)
+        if found is None:
+            raise LookupFailed(f"GET node {name}: timed out")
+        return found
+
+
+def test_a_cause_whose_state_cannot_be_read_is_not_claimed() -> None:
+    (case,) = [c for c in TABLE["cases"] if c["stuck"]["metadata"]["name"] == "restore-gone-9vx2d"]
+    view = _NodesUnreadable()
+    for obj in copy.deepcopy([*TABLE["base"], case["stuck"]]):
+        view.apply(obj)
+    (report,) = audit_objects([case["stuck"]], view, policy(), now=NOW)
+    assert report.cause is not None
+    assert report.cause.code == "Unexplained"  # not NodeGone: the node may only be unreadable
+
+
+TOLERATIONS = load_yaml(DATA / "audit" / "tolerations.yaml")
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c["name"]) for c in TOLERATIONS["cases"]])
+def test_a_taint_is_tolerated_as_the_api_decides(case: dict[str, Any]) -> None:
+    assert tolerates(case["tolerations"], TOLERATIONS["taint"]) is case["tolerated"]
