@@ -26,6 +26,8 @@ from rules.model import Json
 Predicate = Callable[[Json], bool]
 
 MEMO_SIZE = 4096
+#: Node-name sets are bigger than yes/no answers: fewer are kept.
+SETS_MEMO_SIZE = 256
 
 
 class NodeSet:
@@ -42,6 +44,7 @@ class NodeSet:
                 self._by_label.setdefault(str(key), {}).setdefault(str(value), set()).add(name)
         self._with_label = {key: frozenset().union(*values.values()) for key, values in self._by_label.items()}
         self._memo: dict[Hashable, bool] = {}
+        self._sets: dict[Hashable, frozenset[str]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -65,18 +68,46 @@ class NodeSet:
         found = self._memo.get(key)
         if found is not None:
             return found
-        candidates = self._candidates(groups)
-        for label, value in (labels or {}).items():
-            exact = (self._by_label.get(label) or {}).get(value, ())
-            if candidates is None or len(exact) < len(candidates):
-                candidates = exact
-        nodes = self._nodes.values() if candidates is None else (self._nodes[name] for name in candidates)
-        found = any(fits(node) for node in nodes)
+        found = any(fits(node) for node in self._narrowed(groups, labels))
         with self._lock:
             if len(self._memo) >= MEMO_SIZE:
                 self._memo.clear()
             self._memo[key] = found
         return found
+
+    def matching(
+        self,
+        key: Hashable,
+        fits: Predicate,
+        groups: Sequence[Sequence[Mapping[str, Any]]] = (),
+        labels: Mapping[str, str] | None = None,
+    ) -> frozenset[str]:
+        """The names of the nodes that pass `fits`, remembered under `key` like `any_fits` (same narrowing).
+
+        For questions that need the nodes themselves (which of them run a node-agent), not only whether one fits.
+        """
+        found = self._sets.get(key)
+        if found is not None:
+            return found
+        found = frozenset(
+            str((node.get("metadata") or {}).get("name") or "") for node in self._narrowed(groups, labels) if fits(node)
+        )
+        with self._lock:
+            if len(self._sets) >= SETS_MEMO_SIZE:
+                self._sets.clear()
+            self._sets[key] = found
+        return found
+
+    def _narrowed(
+        self, groups: Sequence[Sequence[Mapping[str, Any]]], labels: Mapping[str, str] | None
+    ) -> Iterable[Json]:
+        """The nodes that may satisfy the groups and the nodeSelector `labels`, from the label index."""
+        candidates = self._candidates(groups)
+        for label, value in (labels or {}).items():
+            exact = (self._by_label.get(label) or {}).get(value, ())
+            if candidates is None or len(exact) < len(candidates):
+                candidates = exact
+        return self._nodes.values() if candidates is None else (self._nodes[name] for name in candidates)
 
     def _candidates(self, groups: Sequence[Sequence[Mapping[str, Any]]]) -> Collection[str] | None:
         """The smallest superset of the nodes that satisfy one of the groups (None: every node may)."""

@@ -1,0 +1,155 @@
+"""Keep backup and restore pods to nodes where a Velero node-agent is Ready (docs/placement.md#node-agents).
+
+A data mover on a node without a Ready node-agent waits for Velero's prepare timeout (30 minutes by default) and
+fails with a generic message (vmware-tanzu/velero#7243, vmware-tanzu/velero#9453). Velero itself only checks that
+its DaemonSet exists. Here, after load affinity, the pod's admissible nodes (its nodeSelector and required terms,
+load affinity and volume topology included) are split into those with and without a Ready node-agent, and:
+
+- all have one: nothing to do (this is also what a second review of a restricted pod sees: no patch);
+- none has one: no restriction (it would leave the pod nowhere) and a warning naming the selector and the count;
+- some have none (policy `nodeAgent.mode`): `require` restricts the pod to those with one, `warn` only warns.
+
+The restriction names nodes with `matchFields metadata.name In [node]`, which the API server accepts with exactly
+one value: one term per node (crossed with the terms of the pod it matches), so a node added later is not picked
+before its node-agent is up, and the scheduler's NodeAffinity PreFilter filters only the named nodes. When that is
+more than `nodeAgent.maxNodeNames` requirements, the few nodes without one are excluded instead (`NotIn [node]`
+requirements in every term); when that is too, nothing and a warning. The state can change within seconds, so
+this is never a denial; a changed state may narrow a pod reviewed again, never widen it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rules.annotations import NODE_AGENT_RESTRICTED
+from rules.cluster import ClusterView
+from rules.context import Context, PodTarget
+from rules.coscheduling.pinning import current_terms, write_required
+from rules.kube.nodeaffinity import (
+    merge_terms,
+    name_requirement,
+    node_selector_matches,
+    term_matches,
+    terms_key,
+    terms_match,
+)
+from rules.kube.nodeset import NodeSet
+from rules.loadaffinity.agents import NodeAgents
+from rules.model import Json
+from rules.policy import Policy
+
+REQUIRE, WARN, OFF = "require", "warn", "off"
+#: The audit's finding family for backup and restore pods and entries without a node-agent.
+FAMILY = "nodeAgent"
+NAMED, EXCLUDED = "In", "NotIn"
+
+
+def velero_namespace(policy: Policy, pod_namespace: str) -> str:
+    """Where Velero's node-agents run: the policy's `nodeAgent.namespace`, else the data mover pod's own."""
+    return policy.node_agent_namespace or pod_namespace
+
+
+def node_agent_ready(view: ClusterView, namespace: str, node: str) -> bool | None:
+    """Whether `node` runs a Ready node-agent of the Velero in `namespace`; None when none is known there at all
+    (the webhook cannot tell where they run, so it claims nothing)."""
+    agents = view.node_agents(namespace)
+    return None if not agents.known else node in agents.ready
+
+
+def restrict_to_node_agents(ctx: Context, target: PodTarget, scope: str) -> None:
+    """The step after load affinity for backup and restore pods; `scope` names what chose the nodes (warnings)."""
+    policy = ctx.policy
+    if policy.node_agent_mode == OFF:
+        return
+    namespace = velero_namespace(policy, target.namespace)
+    agents = ctx.view.node_agents(namespace)
+    if not agents.known:
+        ctx.reason(f"node-agent: no Velero node-agent pod known in namespace {namespace}: not checked")
+        return
+    node = target.patch.get("spec", "nodeName", default=None)
+    if node:
+        warn_pinned(ctx, agents, str(node))
+        return
+    nodes = ctx.view.node_set()
+    terms = current_terms(target)
+    selector = dict(target.patch.get("spec", "nodeSelector", default=None) or {})
+    admissible = admissible_nodes(nodes, terms, selector)
+    with_agent = admissible & agents.ready
+    without = admissible - agents.ready
+    if not admissible or not without:
+        return
+    counts = f"{len(without)} of {len(admissible)} nodes matching {scope}"
+    if not with_agent:
+        ctx.warn(f"no Ready node-agent on any of {len(admissible)} nodes matching {scope}: the data mover would wait")
+        return
+    if policy.node_agent_mode == WARN:
+        ctx.warn(f"no Ready node-agent on {counts}: not restricted (nodeAgent.mode warn)")
+        return
+    restricted = restriction(ctx.view, terms, with_agent, without, policy.node_agent_max_names)
+    if restricted is None:
+        ctx.warn(f"no Ready node-agent on {counts}: too many to name (nodeAgent.maxNodeNames), not restricted")
+        return
+    how, new_terms = restricted
+    write_required(target, new_terms)
+    mark = f"{how} {len(with_agent) if how == NAMED else len(without)}"
+    target.patch.set("metadata", "annotations", NODE_AGENT_RESTRICTED, value=mark)
+    ctx.audit("node-agent-restricted", mark)
+    ctx.reason(f"node-agent: {counts} have no Ready node-agent; restricted by metadata.name {mark}")
+
+
+def warn_pinned(ctx: Context, agents: NodeAgents, node: str) -> None:
+    """A pod already placed on one node by its `nodeName`."""
+    if node not in agents.ready:
+        ctx.warn(f"node {node} has no Ready Velero node-agent: the data mover would wait for one")
+
+
+def warn_selected_node(ctx: Context, target: PodTarget, node: str) -> None:
+    """A WaitForFirstConsumer restore pinned to the node its claim selected: a warning if no node-agent is there
+    (the volume is provisioned on that node, so no other node would do)."""
+    if ctx.policy.node_agent_mode == OFF:
+        return
+    if node_agent_ready(ctx.view, velero_namespace(ctx.policy, target.namespace), node) is False:
+        ctx.warn(f"restore pinned to node {node}, selected for its claim, which has no Ready Velero node-agent")
+
+
+def admissible_nodes(
+    nodes: NodeSet, terms: Sequence[Mapping[str, Any]] | None, selector: Mapping[str, str]
+) -> frozenset[str]:
+    """The known nodes that pass the pod's nodeSelector and required terms, from the label index."""
+    key = ("admissible", None if terms is None else terms_key(terms), tuple(sorted(selector.items())))
+
+    def fits(node: Json) -> bool:
+        return node_selector_matches(selector, node) and (terms is None or terms_match(terms, node))
+
+    return nodes.matching(key, fits, [terms] if terms is not None else (), selector)
+
+
+def restriction(
+    view: ClusterView,
+    terms: Sequence[Mapping[str, Any]] | None,
+    with_agent: frozenset[str],
+    without: frozenset[str],
+    cap: int,
+) -> tuple[str, list[Json]] | None:
+    """(how, terms): the nodes with a node-agent named while that fits under `cap`, else the others excluded.
+
+    A named node is crossed only with the pod's terms it matches: the others could never hold on it.
+    """
+    base = [dict(term) for term in terms] if terms is not None else None
+    named: list[Json] = []
+    for name in sorted(with_agent):
+        pin = {"matchFields": [name_requirement(name)]}
+        if base is None:
+            named.append(pin)
+        else:
+            node = view.node(name) or {"metadata": {"name": name}}
+            named.extend(merge_terms(term, pin) for term in base if term_matches(term, node))
+        if len(named) > cap:
+            break
+    else:
+        return NAMED, named
+    if len(without) * len(base or [{}]) > cap:
+        return None
+    exclude = {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": [n]} for n in sorted(without)]}
+    return EXCLUDED, [merge_terms(term, exclude) for term in base] if base is not None else [exclude]
