@@ -19,6 +19,8 @@ from rules.cluster import ClusterView
 from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
 from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
+from rules.loadaffinity.nodeagents import FAMILY as NODE_AGENT
+from rules.loadaffinity.nodeagents import pending_pod_problem
 from rules.model import Decision, Json, Subject
 from rules.policy import Policy
 
@@ -110,6 +112,10 @@ def audit_object(obj: Mapping[str, Any], view: ClusterView, policy: Policy, own_
     report.node = str((obj.get("spec") or {}).get("nodeName") or "")
     if report.role in PLACED_ROLES:
         _placement(report, target, final=final, mutation=mutation, view=view, policy=policy)
+    if report.role in ("backup", "restore") and report.phase == "Pending":
+        problem = pending_pod_problem(view, policy, namespace, final.get("spec") or {})
+        if problem is not None:
+            report.findings.append(AuditFinding(NODE_AGENT, *problem, "warn"))
     return report
 
 

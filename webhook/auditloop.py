@@ -1,10 +1,11 @@
 """The audit inside `serve`: every `--audit-interval` seconds, on the cluster state the server already holds.
 
 It reads the in-memory index (no extra API load) and publishes `storage_affinity_audit_findings{family,namespace}`
-and `storage_affinity_audit_last_run_timestamp_seconds`. One worker of a server audits: the one holding an
-advisory lock on a file in the directory its workers share (the lock goes with a dead worker, and a sibling
-takes over at its next turn). The audit yields to the worker's other greenlets every few milliseconds, so reviews keep
-being answered while 100,000 pods are audited.
+and `storage_affinity_audit_last_run_timestamp_seconds`, and per loadAffinity entry in force its matching nodes
+with and without a Ready Velero node-agent (`storage_affinity_load_affinity_nodes`). One worker of a server
+audits: the one holding an advisory lock on a file in the directory its workers share (the lock goes with a dead
+worker, and a sibling takes over at its next turn). The audit yields to the worker's other greenlets every few
+milliseconds, so reviews keep being answered while 100,000 pods are audited.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from pathlib import Path
 from typing import IO, Protocol, cast
 
 from rules.audit import audit_objects
+from rules.cluster import LookupFailed
+from rules.loadaffinity.mutation import source_settings
+from rules.loadaffinity.nodeagents import default_velero_namespace, entry_nodes
 from rules.model import Json
 from webhook import metrics
 from webhook.runtime import Runtime
@@ -44,6 +48,7 @@ class AuditLoop:
         self.lock_file = lock_file
         self._lock: IO[str] | None = None
         self._published: set[tuple[str, str]] = set()
+        self._entry_series: set[tuple[str, str, str]] = set()
 
     def start(self) -> AuditLoop:
         threading.Thread(target=self._loop, name="audit", daemon=True).start()
@@ -85,6 +90,7 @@ class AuditLoop:
         for key, count in counts.items():
             metrics.AUDIT_FINDINGS.labels(*key).set(count)
         self._published |= set(counts)
+        self._publish_entry_nodes()
         metrics.AUDIT_LAST_RUN.set(time.time())
         log.info(
             "audit: %d objects, %d findings, in %.1f s",
@@ -93,6 +99,25 @@ class AuditLoop:
             time.monotonic() - started,
         )
         return dict(counts)
+
+    def _publish_entry_nodes(self) -> None:
+        """Per loadAffinity entry in force, its matching nodes with and without a Ready node-agent."""
+        runtime = self.runtime
+        try:
+            settings, _ = source_settings(runtime.view, runtime.policy)
+            found = entry_nodes(settings.load_affinity, runtime.view, default_velero_namespace(runtime.policy))
+        except LookupFailed:
+            return  # not synced yet: the next run publishes
+        series: dict[tuple[str, str, str], int] = {}
+        for entry in found:
+            storage_class = entry.storage_class or "*"
+            series[(str(entry.index), storage_class, "ready")] = entry.with_agent
+            series[(str(entry.index), storage_class, "missing")] = entry.without
+        for key in self._entry_series - set(series):
+            metrics.LOAD_AFFINITY_NODES.remove(*key)  # an entry that is gone is no series, not a zero
+        for key, value in series.items():
+            metrics.LOAD_AFFINITY_NODES.labels(*key).set(value)
+        self._entry_series = set(series)
 
 
 def _yielding(objects: Iterable[Json]) -> Iterator[Json]:

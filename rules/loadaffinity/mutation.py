@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rules.annotations import LOAD_AFFINITY, LOAD_AFFINITY_APPLIED, STORAGE_CLASS
+from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
 from rules.coscheduling.pinning import (
     NODE_NAME,
@@ -42,6 +43,7 @@ from rules.loadaffinity.nodeagents import restrict_to_node_agents, warn_selected
 from rules.loadaffinity.velero import NodeAgentConfig, VeleroConfigError, read_config
 from rules.memo import Memo
 from rules.model import Json
+from rules.policy import Policy
 from rules.safeload import JsonError, load_json
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
@@ -159,20 +161,26 @@ def settings_for(ctx: Context, target: PodTarget) -> LoadSettings | None:
 
 
 def _source_settings(ctx: Context) -> LoadSettings:
-    policy = ctx.policy
+    settings, problem = source_settings(ctx.view, ctx.policy)
+    if problem:
+        ctx.warn(problem)
+    return settings
+
+
+def source_settings(view: ClusterView, policy: Policy) -> tuple[LoadSettings, str]:
+    """The lists in force for every pod without its own annotation, and why the policy's own are used if the
+    source ConfigMap's are not (empty when all is well); the audit reads it too."""
     own = LoadSettings(policy.load_affinity, policy.backup_pvc, policy.restore_pvc, "policy")
     if policy.load_affinity_source is None:
-        return own
+        return own, ""
     namespace, name = policy.load_affinity_source
-    config_map = ctx.view.config_map(namespace, name)
+    config_map = view.config_map(namespace, name)
     if config_map is None:
-        ctx.warn(f"loadAffinitySource ConfigMap {namespace}/{name} not found: using the policy's own lists")
-        return own
+        return own, f"loadAffinitySource ConfigMap {namespace}/{name} not found: using the policy's own lists"
     config = _CONFIGS.by_identity((config_map,), None, lambda: _read_config(config_map))
     if config is None:
-        ctx.warn(f"loadAffinitySource ConfigMap {namespace}/{name} is invalid: using the policy's own lists")
-        return own
-    return LoadSettings(config.load_affinity, config.backup_pvc, config.restore_pvc, f"{namespace}/{name}")
+        return own, f"loadAffinitySource ConfigMap {namespace}/{name} is invalid: using the policy's own lists"
+    return LoadSettings(config.load_affinity, config.backup_pvc, config.restore_pvc, f"{namespace}/{name}"), ""
 
 
 #: Velero's ConfigMap, read and checked once per version of it: the cluster state replaces a changed ConfigMap

@@ -19,7 +19,9 @@ this is never a denial; a changed state may narrow a pod reviewed again, never w
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from rules.annotations import NODE_AGENT_RESTRICTED
@@ -27,15 +29,20 @@ from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
 from rules.coscheduling.pinning import current_terms, write_required
 from rules.kube.nodeaffinity import (
+    label_selector_term,
     merge_terms,
     name_requirement,
     node_selector_matches,
+    pinned_node,
+    required_terms,
     term_matches,
     terms_key,
     terms_match,
 )
 from rules.kube.nodeset import NodeSet
+from rules.kube.selectors import Problem
 from rules.loadaffinity.agents import NodeAgents
+from rules.loadaffinity.entries import load_affinity_problems
 from rules.model import Json
 from rules.policy import Policy
 
@@ -48,6 +55,14 @@ NAMED, EXCLUDED = "In", "NotIn"
 def velero_namespace(policy: Policy, pod_namespace: str) -> str:
     """Where Velero's node-agents run: the policy's `nodeAgent.namespace`, else the data mover pod's own."""
     return policy.node_agent_namespace or pod_namespace
+
+
+def default_velero_namespace(policy: Policy) -> str:
+    """Velero's namespace when no pod says it (ConfigMaps, the audit's gauge): the policy's `nodeAgent.namespace`,
+    else that of Velero's node-agent ConfigMap it reads, else `velero`, where Velero installs by default."""
+    if policy.node_agent_namespace:
+        return policy.node_agent_namespace
+    return policy.load_affinity_source[0] if policy.load_affinity_source else "velero"
 
 
 def node_agent_ready(view: ClusterView, namespace: str, node: str) -> bool | None:
@@ -153,3 +168,64 @@ def restriction(
         return None
     exclude = {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": [n]} for n in sorted(without)]}
     return EXCLUDED, [merge_terms(term, exclude) for term in base] if base is not None else [exclude]
+
+
+@dataclass(frozen=True)
+class EntryNodes:
+    """One loadAffinity entry's matching nodes, and how many of them run a Ready node-agent."""
+
+    index: int
+    storage_class: str
+    matching: int
+    with_agent: int
+
+    @property
+    def without(self) -> int:
+        return self.matching - self.with_agent
+
+
+def entry_nodes(entries: Iterable[Any], view: ClusterView, namespace: str) -> list[EntryNodes]:
+    """Per valid entry, its matching known nodes and those with a Ready node-agent in `namespace`."""
+    nodes = view.node_set()
+    ready = view.node_agents(namespace).ready
+    out = []
+    for i, entry in enumerate(entries):
+        if load_affinity_problems([entry], "")[0]:
+            continue  # reported as errors elsewhere
+        term = label_selector_term(entry["nodeSelector"])
+        matching = nodes.matching(("term", terms_key([term])), partial(term_matches, term), [[term]])
+        out.append(EntryNodes(i, str(entry.get("storageClass") or ""), len(matching), len(matching & ready)))
+    return out
+
+
+def entry_node_agent_problems(
+    entries: Any, path: str, view: ClusterView, policy: Policy, namespace: str
+) -> list[Problem]:
+    """A warning for each entry whose matching nodes all lack a Ready node-agent: its data movers would wait.
+
+    Nothing when the check is off or no node-agent is known in `namespace` (the webhook cannot tell where they run),
+    and nothing for an entry that matches no node (the node check already says so).
+    """
+    if policy.node_agent_mode == OFF or not isinstance(entries, list) or not view.node_agents(namespace).known:
+        return []
+    return [
+        (
+            f"{path}[{found.index}].nodeSelector",
+            f"no Ready node-agent on any of the {found.matching} nodes it matches "
+            f"(StorageClass {found.storage_class or '*'}): its data movers would wait",
+        )
+        for found in entry_nodes(entries, view, namespace)
+        if found.matching and not found.with_agent
+    ]
+
+
+def pending_pod_problem(view: ClusterView, policy: Policy, namespace: str, spec: Mapping[str, Any]) -> Problem | None:
+    """A Pending backup or restore pod on, or pinned to (nodeName, or `metadata.name In [node]` in every term), a
+    node without a Ready node-agent: it waits there for the prepare timeout. `spec` is the pod's final spec."""
+    if policy.node_agent_mode == OFF:
+        return None
+    node = str(spec.get("nodeName") or "") or pinned_node(required_terms(spec))
+    if not node or node_agent_ready(view, velero_namespace(policy, namespace), node) is not False:
+        return None
+    where = "spec.nodeName" if spec.get("nodeName") else "spec.affinity"
+    return where, f"Pending on node {node}, which has no Ready Velero node-agent: the data mover waits for one"

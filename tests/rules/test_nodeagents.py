@@ -127,3 +127,94 @@ def test_node_agent_ready_for_the_stuck_pod_causes() -> None:
     assert node_agent_ready(view, "velero", "n2") is False
     assert node_agent_ready(view, "velero", "n4") is False
     assert node_agent_ready(view, "other", "n1") is None
+
+
+# --- validation of the ConfigMaps and the audit --------------------------------------------------------------
+
+ENTRIES = [
+    {
+        "nodeSelector": {"matchLabels": {"beta.kubernetes.io/instance-type": "Standard_B8ms"}},
+        "storageClass": "standard",
+    },
+    {"nodeSelector": {"matchLabels": {"beta.kubernetes.io/instance-type": "Standard_B4ms"}}},
+]
+
+
+def _view(*extra: Json) -> Any:
+    return view_from(*CLUSTER, *TABLE["nodes"], *TABLE["claims"], *extra)
+
+
+def test_policy_config_map_entry_without_node_agents_warns_with_class_and_counts() -> None:
+    import yaml
+
+    from rules import pipeline
+    from tests.support import subject
+
+    doc = {"loadAffinity": ENTRIES, "nodeAgent": {"namespace": "velero"}}
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "p", "namespace": "storage-affinity", "labels": {"storage-affinity.io/policy": "true"}},
+        "data": {"policy.yaml": yaml.safe_dump(doc)},
+    }
+    view = _view(agent_pod("n1", "ready"), agent_pod("n2", "unready"))
+    decision = pipeline.validate(subject(cm), view, policy())
+    assert decision.allowed
+    assert decision.warnings == [
+        "data[policy.yaml].loadAffinity[0].nodeSelector: no Ready node-agent on any of the 2 nodes it matches "
+        "(StorageClass standard): its data movers would wait"
+    ]
+    off = {**doc, "nodeAgent": {"mode": "off"}}
+    cm["data"] = {"policy.yaml": yaml.safe_dump(off)}
+    assert pipeline.validate(subject(cm), view, policy()).warnings == []
+
+
+def test_velero_config_map_entry_without_node_agents_warns_in_its_own_namespace() -> None:
+    import json
+
+    from rules import pipeline
+    from tests.support import subject
+
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "node-agent-config", "namespace": "velero"},
+        "data": {"node-agent-config.json": json.dumps({"loadAffinity": ENTRIES})},
+    }
+    pol = policy({"loadAffinitySource": {"configMap": {"namespace": "velero", "name": "node-agent-config"}}})
+    ready_everywhere = _view(*(agent_pod(n, "ready") for n in ("n1", "n2", "n4")))
+    assert pipeline.validate(subject(cm), ready_everywhere, pol).warnings == []
+    only_n1 = _view(agent_pod("n1", "ready"))
+    assert pipeline.validate(subject(cm), only_n1, pol).warnings == [
+        "data[node-agent-config.json].loadAffinity[0].nodeSelector: no Ready node-agent on any of the 2 nodes it "
+        "matches (StorageClass standard): its data movers would wait"
+    ]
+
+
+def test_audit_flags_a_pending_data_mover_on_a_node_without_a_node_agent() -> None:
+    from rules.audit import audit_objects
+
+    waiting = exposer_pod({"nodeName": "n2"}) | {"status": {"phase": "Pending"}}
+    running = exposer_pod({"nodeName": "n1"}) | {"status": {"phase": "Running"}}
+    running["metadata"] = {**running["metadata"], "name": "vgdp-running"}
+    view = _view(agent_pod("n1", "ready"), agent_pod("n2", "unready"))
+    reports = {r.name: r for r in audit_objects([waiting, running], view, policy())}
+    assert [f.as_json() for f in reports["vgdp-7hx2q"].findings] == [
+        {
+            "family": "nodeAgent",
+            "field": "spec.nodeName",
+            "message": "Pending on node n2, which has no Ready Velero node-agent: the data mover waits for one",
+            "severity": "warn",
+        }
+    ]
+    assert reports["vgdp-running"].findings == []
+    assert reports["vgdp-7hx2q"].cause is None  # causes are the stuck-pod audit's; node_agent_ready feeds it
+
+
+def test_audit_flags_a_pending_restore_pinned_to_its_selected_node() -> None:
+    from rules.audit import audit_objects
+
+    restore = exposer_pod({"role": "restore", "claims": ["restore-local"]}) | {"status": {"phase": "Pending"}}
+    view = _view(agent_pod("n1", "ready"), agent_pod("n2", "unready"))
+    (report,) = audit_objects([restore], view, policy())
+    assert [(f.family, f.field) for f in report.findings if f.family == "nodeAgent"] == [("nodeAgent", "spec.affinity")]
