@@ -97,3 +97,15 @@ def test_a_relist_after_the_watch_expired_keeps_the_node_agents(fake_api: FakeKu
     fake_api.expire_watches("Pod")
     eventually(lambda: not ready(state))
     assert state.node_agents("velero").pods == 1
+
+
+def test_the_node_agent_bench_runs_at_a_small_scale(capsys: Any) -> None:
+    import json
+
+    from bench import nodeagents
+
+    assert nodeagents.main(["--nodes", "20"]) == 0
+    result = json.loads(capsys.readouterr().out)["nodes_20"]
+    assert result["reviews"]["one_missing_patch_bytes"] > 0
+    assert result["patch"]["named_nodes"] == 18 and result["patch"]["excluded_nodes"] == 2
+    assert result["index_bytes_with_agents"] > result["index_bytes_other_daemon"]
