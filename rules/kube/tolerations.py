@@ -33,3 +33,34 @@ def merge_tolerations(own: Sequence[Json], extra: Sequence[Json]) -> list[Json]:
             seen.add(key)
             out.append(dict(toleration))
     return out
+
+
+#: Taint effects the scheduler filters on; PreferNoSchedule only scores.
+FILTERING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
+    """Whether one of the tolerations tolerates the taint (k8s.io/api core/v1 `Toleration.ToleratesTaint`)."""
+    for toleration in tolerations:
+        effect = toleration.get("effect") or ""
+        if effect and effect != taint.get("effect"):
+            continue
+        key = toleration.get("key") or ""
+        operator = toleration.get("operator") or "Equal"
+        if key and key != taint.get("key"):
+            continue
+        if operator == "Exists" or (
+            operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
+        ):
+            return True
+    return False
+
+
+def node_tolerated(tolerations: Sequence[Mapping[str, Any]], node: Mapping[str, Any]) -> bool:
+    """Whether a pod with these tolerations may be scheduled on the node, as far as its taints go."""
+    taints = (node.get("spec") or {}).get("taints") or ()
+    return all(
+        tolerates(tolerations, taint)
+        for taint in taints
+        if isinstance(taint, Mapping) and taint.get("effect") in FILTERING_EFFECTS
+    )

@@ -1,9 +1,11 @@
-"""Keep backup and restore pods to nodes where a Velero node-agent is Ready (docs/placement.md#node-agents).
+"""Keep backup and restore pods to nodes where a Velero node-agent is Ready
+(docs/placement.md#node-agents-for-backup-and-restore-pods).
 
 A data mover on a node without a Ready node-agent waits for Velero's prepare timeout (30 minutes by default) and
 fails with a generic message (vmware-tanzu/velero#7243, vmware-tanzu/velero#9453). Velero itself only checks that
 its DaemonSet exists. Here, after load affinity, the pod's admissible nodes (its nodeSelector and required terms,
-load affinity and volume topology included) are split into those with and without a Ready node-agent, and:
+load affinity and volume topology included, and the taints it tolerates) are split into those with and without a
+Ready node-agent, and:
 
 - all have one: nothing to do (this is also what a second review of a restricted pod sees: no patch);
 - none has one: no restriction (it would leave the pod nowhere) and a warning naming the selector and the count;
@@ -19,7 +21,7 @@ this is never a denial; a changed state may narrow a pod reviewed again, never w
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -41,6 +43,7 @@ from rules.kube.nodeaffinity import (
 )
 from rules.kube.nodeset import NodeSet
 from rules.kube.selectors import Problem
+from rules.kube.tolerations import node_tolerated, toleration_key
 from rules.loadaffinity.agents import NodeAgents
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.memo import Memo
@@ -89,7 +92,8 @@ def restrict_to_node_agents(ctx: Context, target: PodTarget, scope: str) -> None
         return
     terms = current_terms(target)
     selector = dict(target.patch.get("spec", "nodeSelector", default=None) or {})
-    found = split(ctx.view, agents, terms, selector, policy.node_agent_max_names)
+    tolerations = list(target.patch.get("spec", "tolerations", default=None) or [])
+    found = split(ctx.view, agents, Constraints(terms, selector, tolerations), policy.node_agent_max_names)
     if not found.admissible or not found.without:
         return
     counts = f"{found.without} of {found.admissible} nodes matching {scope}"
@@ -100,7 +104,7 @@ def restrict_to_node_agents(ctx: Context, target: PodTarget, scope: str) -> None
         ctx.warn(f"no Ready node-agent on {counts}: not restricted (nodeAgent.mode warn)")
         return
     if found.restricted is None:
-        ctx.warn(f"no Ready node-agent on {counts}: too many to name (nodeAgent.maxNodeNames), not restricted")
+        ctx.warn(f"no Ready node-agent on {counts}: over nodeAgent.maxNodeNames, not restricted")
         return
     how, new_terms = found.restricted
     write_required(target, new_terms)
@@ -126,23 +130,40 @@ class Split:
 _SPLITS: Memo[Split] = Memo(256)
 
 
-def split(
-    view: ClusterView,
-    agents: NodeAgents,
-    terms: Sequence[Mapping[str, Any]] | None,
-    selector: Mapping[str, str],
-    cap: int,
-) -> Split:
+@dataclass(frozen=True)
+class Constraints:
+    """What decides a pod's admissible nodes: its required terms, nodeSelector and tolerations (a node with a taint
+    the pod does not tolerate is no place for it, as Velero's exposers exclude such nodes themselves)."""
+
+    terms: Sequence[Mapping[str, Any]] | None
+    selector: Mapping[str, str]
+    tolerations: Sequence[Mapping[str, Any]]
+
+    def key(self) -> Hashable:
+        return (
+            None if self.terms is None else terms_key(self.terms),
+            tuple(sorted(self.selector.items())),
+            tuple(sorted({toleration_key(t) for t in self.tolerations}, key=repr)),
+        )
+
+    def fits(self, node: Json) -> bool:
+        return (
+            node_selector_matches(self.selector, node)
+            and (self.terms is None or terms_match(self.terms, node))
+            and node_tolerated(self.tolerations, node)
+        )
+
+
+def split(view: ClusterView, agents: NodeAgents, constraints: Constraints, cap: int) -> Split:
     nodes = view.node_set()
 
     def compute() -> Split:
-        admissible = admissible_nodes(nodes, terms, selector)
+        admissible = admissible_nodes(nodes, constraints)
         with_agent, without = admissible & agents.ready, admissible - agents.ready
-        restricted = restriction(view, terms, with_agent, without, cap) if with_agent and without else None
+        restricted = restriction(view, constraints.terms, with_agent, without, cap) if with_agent and without else None
         return Split(len(admissible), len(with_agent), len(without), restricted)
 
-    key = (None if terms is None else terms_key(terms), tuple(sorted(selector.items())), cap)
-    return _SPLITS.by_identity((nodes, agents), key, compute)
+    return _SPLITS.by_identity((nodes, agents), (constraints.key(), cap), compute)
 
 
 def warn_pinned(ctx: Context, agents: NodeAgents, node: str) -> None:
@@ -160,16 +181,11 @@ def warn_selected_node(ctx: Context, target: PodTarget, node: str) -> None:
         ctx.warn(f"restore pinned to node {node}, selected for its claim, which has no Ready Velero node-agent")
 
 
-def admissible_nodes(
-    nodes: NodeSet, terms: Sequence[Mapping[str, Any]] | None, selector: Mapping[str, str]
-) -> frozenset[str]:
-    """The known nodes that pass the pod's nodeSelector and required terms, from the label index."""
-    key = ("admissible", None if terms is None else terms_key(terms), tuple(sorted(selector.items())))
-
-    def fits(node: Json) -> bool:
-        return node_selector_matches(selector, node) and (terms is None or terms_match(terms, node))
-
-    return nodes.matching(key, fits, [terms] if terms is not None else (), selector)
+def admissible_nodes(nodes: NodeSet, constraints: Constraints) -> frozenset[str]:
+    """The known nodes a pod with these constraints may be scheduled on, narrowed by the label index."""
+    terms = constraints.terms
+    groups = [terms] if terms is not None else ()
+    return nodes.matching(("admissible", constraints.key()), constraints.fits, groups, constraints.selector)
 
 
 def restriction(

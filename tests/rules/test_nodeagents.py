@@ -218,3 +218,22 @@ def test_audit_flags_a_pending_restore_pinned_to_its_selected_node() -> None:
     view = _view(agent_pod("n1", "ready"), agent_pod("n2", "unready"))
     (report,) = audit_objects([restore], view, policy())
     assert [(f.family, f.field) for f in report.findings if f.family == "nodeAgent"] == [("nodeAgent", "spec.affinity")]
+
+
+@pytest.mark.parametrize(
+    ("tolerations", "taints", "tolerated"),
+    [
+        ([], [{"key": "k", "value": "v", "effect": "PreferNoSchedule"}], True),  # only scores
+        ([], [{"key": "k", "value": "v", "effect": "NoExecute"}], False),
+        ([{"operator": "Exists"}], [{"key": "k", "value": "v", "effect": "NoSchedule"}], True),  # tolerates all
+        ([{"key": "k", "operator": "Exists", "effect": "NoExecute"}], [{"key": "k", "effect": "NoSchedule"}], False),
+        ([{"key": "k", "value": "v"}], [{"key": "k", "value": "v", "effect": "NoSchedule"}], True),  # Equal
+        ([{"key": "k", "value": "w"}], [{"key": "k", "value": "v", "effect": "NoSchedule"}], False),
+    ],
+    ids=["prefer", "untolerated", "exists-everything", "other-effect", "equal", "other-value"],
+)
+def test_taints_as_the_scheduler_filters_them(tolerations: list[Json], taints: list[Json], tolerated: bool) -> None:
+    """k8s.io/api core/v1 Toleration.ToleratesTaint and the TaintToleration filter (NoSchedule, NoExecute)."""
+    from rules.kube.tolerations import node_tolerated
+
+    assert node_tolerated(tolerations, {"spec": {"taints": taints}}) is tolerated
