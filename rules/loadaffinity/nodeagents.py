@@ -50,7 +50,7 @@ from rules.memo import Memo
 from rules.model import Json
 from rules.policy import Policy
 
-REQUIRE, WARN, OFF = "require", "warn", "off"
+WARN, OFF = "warn", "off"  # `require`, the default, is neither
 #: The audit's finding family for backup and restore pods and entries without a node-agent.
 FAMILY = "nodeAgent"
 NAMED, EXCLUDED = "In", "NotIn"
