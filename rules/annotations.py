@@ -20,6 +20,7 @@ LOAD_AFFINITY = PREFIX + "load-affinity"
 STORAGE_CLASS = PREFIX + "storage-class"
 CO_SCHEDULED_WITH = PREFIX + "co-scheduled-with"
 LOAD_AFFINITY_APPLIED = PREFIX + "load-affinity-applied"
+NODE_AGENT_RESTRICTED = PREFIX + "node-agent-restricted"
 
 PLACEMENTS = ("requiredAffinity", "nodeSelector", "nodeName")
 
@@ -47,6 +48,13 @@ def _applied(value: str) -> list[tuple[str, str]]:
     return [] if value == "*" else _name(value)
 
 
+def _restricted(value: str) -> list[tuple[str, str]]:
+    how, _, count = value.partition(" ")
+    if how in ("In", "NotIn") and count.isdigit() and count.isascii():
+        return []
+    return [("", f'"{clip(value)}" is not of the form "In <nodes>" or "NotIn <nodes>"')]
+
+
 def _load_affinity(value: str) -> list[tuple[str, str]]:
     try:
         entries = load_json(value)
@@ -64,6 +72,7 @@ CHECKS: Mapping[str, Callable[[str], list[tuple[str, str]]]] = {
     STORAGE_CLASS: _name,
     CO_SCHEDULED_WITH: _decision,
     LOAD_AFFINITY_APPLIED: _applied,
+    NODE_AGENT_RESTRICTED: _restricted,
 }
 
 

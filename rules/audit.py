@@ -23,6 +23,8 @@ from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
 from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
+from rules.loadaffinity.nodeagents import FAMILY as NODE_AGENT
+from rules.loadaffinity.nodeagents import pending_pod_problem
 from rules.model import Decision, Json, Subject
 from rules.pipeline import RULE_ERROR, STRICT_FAMILIES
 from rules.policy import Policy, validation_families
@@ -134,6 +136,10 @@ def audit_object(
         _placement(report, target, final=final, mutation=mutation, view=view, policy=policy)
     if now is not None and storage_pod(report.role):
         _stuck(report, subject.obj or {}, target, view=view, policy=policy, now=now)
+    if report.role in ("backup", "restore") and report.phase == "Pending":
+        problem = pending_pod_problem(view, policy, namespace, final.get("spec") or {})
+        if problem is not None:
+            report.findings.append(AuditFinding(NODE_AGENT, *problem, "warn"))
     return report
 
 

@@ -16,8 +16,9 @@ from rules.cluster import ClusterView, LookupFailed
 from rules.context import PodTarget
 from rules.coscheduling.anchors import Hold, age_key, claim_hold, name_of, node_of, parse_time
 from rules.kube.nodeaffinity import HOSTNAME_LABEL, pinned_node, pod_fits_node, required_terms, volume_terms_match
-from rules.kube.tolerations import tolerates
+from rules.kube.tolerations import untolerated_taint
 from rules.kube.volumes import OWNED, SINGLE_POD, ClaimVolume, node_local_terms
+from rules.loadaffinity.nodeagents import pending_pod_problem
 from rules.model import Json
 from rules.policy import Policy
 from rules.quoting import clip, escaped
@@ -190,6 +191,13 @@ def _multi_attach(stuck: Stuck) -> str | None:
     return None
 
 
+def _no_node_agent(stuck: Stuck) -> str | None:
+    if stuck.target.role.role not in ("backup", "restore"):
+        return None
+    problem = pending_pod_problem(stuck.view, stuck.policy, stuck.target.namespace, stuck.spec)
+    return None if problem is None else problem[1]
+
+
 def _read_write_once_pod(stuck: Stuck) -> str | None:
     for hold in stuck.holds:
         if hold.volume.access == SINGLE_POD and hold.holders:
@@ -270,11 +278,10 @@ def _unusable(node: Mapping[str, Any], spec: Mapping[str, Any], *, scheduled: bo
         return None
     if (node.get("spec") or {}).get("unschedulable"):
         return NODE_CORDONED, "is cordoned"
-    tolerations = spec.get("tolerations") or ()
-    for taint in (node.get("spec") or {}).get("taints") or ():
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(tolerations, taint):
-            shown = f"{taint.get('key')}={taint['value']}" if taint.get("value") else str(taint.get("key"))
-            return NODE_TAINTED, f"has taint {shown}:{taint.get('effect')}, which the pod does not tolerate"
+    taint = untolerated_taint(spec.get("tolerations") or (), node)
+    if taint is not None:
+        shown = f"{taint.get('key')}={taint['value']}" if taint.get("value") else str(taint.get("key"))
+        return NODE_TAINTED, f"has taint {shown}:{taint.get('effect')}, which the pod does not tolerate"
     return None
 
 
@@ -367,8 +374,17 @@ CLAIM_CAUSES: tuple[Cause, ...] = (
         _read_write_once_pod,
     ),
 )
-#: Whether a Ready Velero node-agent runs on the pod's node (the node-agent state enables these).
-NODE_AGENT_CAUSES: tuple[Cause, ...] = ()
+#: Whether a Ready Velero node-agent runs on the pod's node.
+NODE_AGENT_CAUSES: tuple[Cause, ...] = (
+    Cause(
+        "NoNodeAgent",
+        "A backup or restore pod is on, or pinned to, a node where no Velero node-agent is Ready: its DataUpload or "
+        "DataDownload waits for one until Velero's prepare timeout (vmware-tanzu/velero#9735).",
+        "Get the node-agent Ready on that node (its DaemonSet's tolerations and nodeSelector), or delete the pod so "
+        "the webhook places the next one where a node-agent runs.",
+        _no_node_agent,
+    ),
+)
 #: Whether the pod's data source (a clone's source, a snapshot) can be read where the pod must run.
 DATA_SOURCE_CAUSES: tuple[Cause, ...] = ()
 #: Whether the nodes the volumes can be used from and the nodes the pod may run on meet.

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from rules.kube.nodeset import NodeSet
+from rules.loadaffinity.agents import NodeAgents
 from rules.model import Json
 
 
@@ -40,3 +41,7 @@ class ClusterView(Protocol):
         ...
 
     def config_map(self, namespace: str, name: str) -> Json | None: ...
+
+    def node_agents(self, namespace: str) -> NodeAgents:
+        """Where Velero's node-agent pods in `namespace` are Ready (rules/loadaffinity/agents.py)."""
+        ...

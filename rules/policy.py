@@ -66,6 +66,9 @@ class Policy:
     family_enforcement: Mapping[str, str] = field(default_factory=dict)
     document: Json = field(default_factory=dict, compare=False)
     stuck_after: int = 120  # seconds a storage pod may be stuck before the audit names a cause
+    node_agent_mode: str = "require"
+    node_agent_max_names: int = 100
+    node_agent_namespace: str = ""
 
     def enforcement_for(self, family: str) -> str:
         return self.family_enforcement.get(family, self.enforcement)
@@ -146,7 +149,16 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
         family_enforcement={k: v["enforcement"] for k, v in validation.items() if "enforcement" in v},
         document=dict(doc),
         stuck_after={**base["audit"], **(doc.get("audit") or {})}["stuckAfterSeconds"],
+        **_node_agent_fields({**base["nodeAgent"], **(doc.get("nodeAgent") or {})}),
     )
+
+
+def _node_agent_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "node_agent_mode": settings["mode"],
+        "node_agent_max_names": settings["maxNodeNames"],
+        "node_agent_namespace": settings["namespace"],
+    }
 
 
 def parse_policy_text(text: str, source: str = "policy") -> Policy:
@@ -270,4 +282,8 @@ def _semantic_problems(doc: Mapping[str, Any]) -> list[Problem]:
             value = cm.get(key)
             if isinstance(value, str) and (err := check(value)) is not None:
                 problems.append((f"loadAffinitySource.configMap.{key}", err))
+    node_agent = doc.get("nodeAgent")
+    namespace = node_agent.get("namespace") if isinstance(node_agent, Mapping) else None
+    if isinstance(namespace, str) and namespace and (err := dns1123_label_error(namespace)) is not None:
+        problems.append(("nodeAgent.namespace", err))
     return problems

@@ -1,12 +1,13 @@
 """The audit inside `serve`: every `--audit-interval` seconds, on the cluster state the server already holds.
 
 It reads the in-memory index (no extra API load) and publishes `storage_affinity_audit_findings{family,namespace}`,
-`storage_affinity_audit_stuck_pods{cause}` and `storage_affinity_audit_last_run_timestamp_seconds`. One worker of
-a server audits: the one holding an advisory lock on a file in the directory its workers share (the lock goes with
-a dead worker, and a sibling takes over at its next turn). That worker also writes the policy reports when its
-replica holds the Lease (webhook/lease.py: one writer across replicas; webhook/reports.py: what it writes). The
-audit yields to the worker's other greenlets every few milliseconds, so reviews keep being answered while 100,000
-pods are audited.
+`storage_affinity_audit_stuck_pods{cause}` and `storage_affinity_audit_last_run_timestamp_seconds`, and per
+loadAffinity entry in force its matching nodes with and without a Ready Velero node-agent
+(`storage_affinity_load_affinity_nodes`). One worker of a server audits: the one holding an advisory lock on a file
+in the directory its workers share (the lock goes with a dead worker, and a sibling takes over at its next turn).
+That worker also writes the policy reports when its replica holds the Lease (webhook/lease.py: one writer across
+replicas; webhook/reports.py: what it writes). The audit yields to the worker's other greenlets every few
+milliseconds, so reviews keep being answered while 100,000 pods are audited.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from typing import IO, Protocol, TypeVar, cast
 
 from rules.audit import ObjectAudit, audit_objects
 from rules.causes import CODES
+from rules.cluster import LookupFailed
+from rules.loadaffinity.mutation import source_settings
+from rules.loadaffinity.nodeagents import default_velero_namespace, entry_nodes
 from rules.model import Json
 from webhook import metrics
 from webhook.lease import LeaseElector
@@ -62,6 +66,7 @@ class AuditLoop:
         self.last_write: WriteCounts | None = None  # what the last run wrote, when it wrote reports
         self._lock: IO[str] | None = None
         self._published: set[tuple[str, str]] = set()
+        self._entry_series: set[tuple[str, str, str]] = set()
 
     def start(self) -> AuditLoop:
         threading.Thread(target=self._loop, name="audit", daemon=True).start()
@@ -110,6 +115,7 @@ class AuditLoop:
         for key, count in counts.items():
             metrics.AUDIT_FINDINGS.labels(*key).set(count)
         self._published |= set(counts)
+        self._publish_entry_nodes()
         metrics.AUDIT_LAST_RUN.set(time.time())
         if self.reports is not None:
             self._write_reports(self.reports, reports, held)
@@ -138,6 +144,25 @@ class AuditLoop:
             log.info("policy reports: the lease ran out during the run; the holder writes them")
         except Exception as exc:
             log.warning("policy reports not written: %s", describe(exc))
+
+    def _publish_entry_nodes(self) -> None:
+        """Per loadAffinity entry in force, its matching nodes with and without a Ready node-agent."""
+        runtime = self.runtime
+        try:
+            settings, _ = source_settings(runtime.view, runtime.policy)
+            found = entry_nodes(settings.load_affinity, runtime.view, default_velero_namespace(runtime.policy))
+        except LookupFailed:
+            return  # not synced yet: the next run publishes
+        series: dict[tuple[str, str, str], int] = {}
+        for entry in found:
+            storage_class = entry.storage_class or "*"
+            series[(str(entry.index), storage_class, "ready")] = entry.with_agent
+            series[(str(entry.index), storage_class, "missing")] = entry.without
+        for key in self._entry_series - set(series):
+            metrics.LOAD_AFFINITY_NODES.remove(*key)  # an entry that is gone is no series, not a zero
+        for key, value in series.items():
+            metrics.LOAD_AFFINITY_NODES.labels(*key).set(value)
+        self._entry_series = set(series)
 
 
 def _yielding(objects: Iterable[T]) -> Iterator[T]:

@@ -100,6 +100,13 @@ AUDIT_LAST_RUN = Gauge(
     "Unix time at which the last audit of existing objects finished.",
     multiprocess_mode="livemax",
 )
+LOAD_AFFINITY_NODES = Gauge(
+    "storage_affinity_load_affinity_nodes",
+    "Known nodes matching each loadAffinity entry in force (entry index, its StorageClass or *), by whether a "
+    "Velero node-agent is Ready on them (node_agent: ready or missing), as of the last audit.",
+    ["entry", "storage_class", "node_agent"],
+    multiprocess_mode="livemax",
+)
 
 
 AUDIT_STUCK = Gauge(

@@ -26,6 +26,8 @@ from rules.model import Json
 Predicate = Callable[[Json], bool]
 
 MEMO_SIZE = 4096
+#: Node-name sets are bigger than yes/no answers: fewer are kept.
+SETS_MEMO_SIZE = 256
 
 
 class NodeSet:
@@ -42,6 +44,7 @@ class NodeSet:
                 self._by_label.setdefault(str(key), {}).setdefault(str(value), set()).add(name)
         self._with_label = {key: frozenset().union(*values.values()) for key, values in self._by_label.items()}
         self._memo: dict[Hashable, bool] = {}
+        self._sets: dict[Hashable, frozenset[str]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -81,6 +84,29 @@ class NodeSet:
         """The nodes that pass `fits`, lazily and in no order; `groups` and `labels` narrow the nodes checked as
         in `any_fits`. Not memoised: the audit asks it for the few pods that are stuck."""
         return (node for node in self._narrowed(groups, labels) if fits(node))
+
+    def names_matching(
+        self,
+        key: Hashable,
+        fits: Predicate,
+        groups: Sequence[Sequence[Mapping[str, Any]]] = (),
+        labels: Mapping[str, str] | None = None,
+    ) -> frozenset[str]:
+        """The names of the nodes that pass `fits`, remembered under `key` like `any_fits` (same narrowing).
+
+        For questions that need the nodes themselves (which of them run a node-agent), not only whether one fits.
+        """
+        found = self._sets.get(key)
+        if found is not None:
+            return found
+        found = frozenset(
+            str((node.get("metadata") or {}).get("name") or "") for node in self.matching(fits, groups, labels)
+        )
+        with self._lock:
+            if len(self._sets) >= SETS_MEMO_SIZE:
+                self._sets.clear()
+            self._sets[key] = found
+        return found
 
     def _narrowed(
         self, groups: Sequence[Sequence[Mapping[str, Any]]], labels: Mapping[str, str] | None

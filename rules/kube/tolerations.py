@@ -35,6 +35,10 @@ def merge_tolerations(own: Sequence[Json], extra: Sequence[Json]) -> list[Json]:
     return out
 
 
+#: Taint effects the scheduler filters on; PreferNoSchedule only scores.
+FILTERING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
 def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
     """Whether some toleration tolerates the taint, as the API's `Toleration.ToleratesTaint` decides: an empty
     effect tolerates every effect, an empty key with `Exists` every key, `Exists` any value, `Equal` (the
@@ -52,3 +56,20 @@ def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]
         ):
             return True
     return False
+
+
+def untolerated_taint(tolerations: Sequence[Mapping[str, Any]], node: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The first of the node's taints that keeps a pod with these tolerations from being scheduled there, or None."""
+    for taint in (node.get("spec") or {}).get("taints") or ():
+        if (
+            isinstance(taint, Mapping)
+            and taint.get("effect") in FILTERING_EFFECTS
+            and not tolerates(tolerations, taint)
+        ):
+            return taint
+    return None
+
+
+def node_tolerated(tolerations: Sequence[Mapping[str, Any]], node: Mapping[str, Any]) -> bool:
+    """Whether a pod with these tolerations may be scheduled on the node, as far as its taints go."""
+    return untolerated_taint(tolerations, node) is None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rules.annotations import LOAD_AFFINITY, LOAD_AFFINITY_APPLIED, STORAGE_CLASS
+from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
 from rules.coscheduling.pinning import (
     NODE_NAME,
@@ -38,14 +39,18 @@ from rules.kube.nodeaffinity import (
 from rules.kube.tolerations import merge_tolerations
 from rules.kube.volumes import node_local_terms
 from rules.loadaffinity.entries import load_affinity_problems
+from rules.loadaffinity.nodeagents import restrict_to_node_agents, warn_selected_node
 from rules.loadaffinity.velero import NodeAgentConfig, VeleroConfigError, read_config
 from rules.memo import Memo
 from rules.model import Json
+from rules.policy import Policy
 from rules.safeload import JsonError, load_json
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 GLOBAL = "*"
+#: What chose a pod's nodes when no loadAffinity entry did (the node-agent step names it in warnings).
+OWN_CONSTRAINTS = "its own constraints"
 
 
 @dataclass(frozen=True)
@@ -75,25 +80,32 @@ def mutate_restore(ctx: Context, target: PodTarget) -> None:
 
 
 def _mutate(ctx: Context, target: PodTarget, role: str) -> None:
+    scope = _place(ctx, target, role)
+    if scope is not None:
+        restrict_to_node_agents(ctx, target, scope)
+
+
+def _place(ctx: Context, target: PodTarget, role: str) -> str | None:
+    """Load affinity; what chose the pod's nodes, for the node-agent step (None: it was pinned and warned)."""
     add_tolerations(target, ctx.policy.tolerations)
     settings = settings_for(ctx, target)
     if settings is None:
-        return
+        return OWN_CONSTRAINTS
     claim = first_claim(ctx, target)
     storage_class = resolve_storage_class(ctx, target, claim, settings, role)
     if role == "restore" and _delayed_binding(ctx, storage_class, settings):
-        _restore_without_affinity(ctx, target, storage_class or "", claim)
-        return
+        return _restore_without_affinity(ctx, target, storage_class or "", claim)
     load = load_terms_for(settings, storage_class)
     if not load.count:
         ctx.reason(f"load affinity: no {settings.source} loadAffinity entry for class {storage_class or 'unknown'}")
-        return
+        return OWN_CONSTRAINTS
     apply_terms(ctx, target, load, volume_terms(ctx, target))
     target.patch.set("metadata", "annotations", LOAD_AFFINITY_APPLIED, value=load.applied)
     ctx.audit("load-affinity-applied", load.applied)
     which = f"{load.count} {settings.source} entr{'y' if load.count == 1 else 'ies'}"
     scope = "class " + load.applied if load.applied != GLOBAL else "every class"
     ctx.reason(f"load affinity: {which} for {scope} (ORed)")
+    return f"loadAffinity for {scope}"
 
 
 @dataclass(frozen=True)
@@ -149,20 +161,26 @@ def settings_for(ctx: Context, target: PodTarget) -> LoadSettings | None:
 
 
 def _source_settings(ctx: Context) -> LoadSettings:
-    policy = ctx.policy
+    settings, problem = source_settings(ctx.view, ctx.policy)
+    if problem:
+        ctx.warn(problem)
+    return settings
+
+
+def source_settings(view: ClusterView, policy: Policy) -> tuple[LoadSettings, str]:
+    """The lists in force for every pod without its own annotation, and why the policy's own are used if the
+    source ConfigMap's are not (empty when all is well); the audit reads it too."""
     own = LoadSettings(policy.load_affinity, policy.backup_pvc, policy.restore_pvc, "policy")
     if policy.load_affinity_source is None:
-        return own
+        return own, ""
     namespace, name = policy.load_affinity_source
-    config_map = ctx.view.config_map(namespace, name)
+    config_map = view.config_map(namespace, name)
     if config_map is None:
-        ctx.warn(f"loadAffinitySource ConfigMap {namespace}/{name} not found: using the policy's own lists")
-        return own
+        return own, f"loadAffinitySource ConfigMap {namespace}/{name} not found: using the policy's own lists"
     config = _CONFIGS.by_identity((config_map,), None, lambda: _read_config(config_map))
     if config is None:
-        ctx.warn(f"loadAffinitySource ConfigMap {namespace}/{name} is invalid: using the policy's own lists")
-        return own
-    return LoadSettings(config.load_affinity, config.backup_pvc, config.restore_pvc, f"{namespace}/{name}")
+        return own, f"loadAffinitySource ConfigMap {namespace}/{name} is invalid: using the policy's own lists"
+    return LoadSettings(config.load_affinity, config.backup_pvc, config.restore_pvc, f"{namespace}/{name}"), ""
 
 
 #: Velero's ConfigMap, read and checked once per version of it: the cluster state replaces a changed ConfigMap
@@ -244,7 +262,7 @@ def _delayed_binding(ctx: Context, storage_class: str | None, settings: LoadSett
     )
 
 
-def _restore_without_affinity(ctx: Context, target: PodTarget, storage_class: str, claim: Claim | None) -> None:
+def _restore_without_affinity(ctx: Context, target: PodTarget, storage_class: str, claim: Claim | None) -> str | None:
     ctx.warn(
         f"load affinity skipped: StorageClass {storage_class} is {WAIT_FOR_FIRST_CONSUMER} and "
         "restorePVC.ignoreDelayBinding is not true"
@@ -253,9 +271,11 @@ def _restore_without_affinity(ctx: Context, target: PodTarget, storage_class: st
     node = annotations.get(SELECTED_NODE)
     if not node or claim is None:
         ctx.reason("load affinity: restore claim has no selected node yet; the pod is left to the scheduler")
-        return
+        return OWN_CONSTRAINTS
     mode = pin_restore_pod_to_node(ctx, target, str(node))
     ctx.reason(f"load affinity: pinned to node {node} selected for claim {claim.name} ({mode})")
+    warn_selected_node(ctx, target, str(node))
+    return None
 
 
 def pin_restore_pod_to_node(ctx: Context, target: PodTarget, node_name: str) -> str:

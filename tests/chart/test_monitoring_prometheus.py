@@ -253,7 +253,12 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
         pvc("data"),
         pv("pv-data"),
         pod("db-0", node="n1"),
-        policy_map("coScheduling: {placement: nodeName}\n", namespace=NAMESPACE),
+        # a loadAffinity entry on nodes without a Velero node-agent: the audit publishes its node counts
+        policy_map(
+            "coScheduling: {placement: nodeName}\n"
+            "loadAffinity: [{nodeSelector: {matchExpressions: [{key: kubernetes.io/os, operator: DoesNotExist}]}}]\n",
+            namespace=NAMESPACE,
+        ),
         _contradiction("team-a"),  # for the audit
     ]
     audit = ("--audit-interval", "1")

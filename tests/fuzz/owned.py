@@ -8,7 +8,8 @@ rules/loadaffinity/mutation.py write exactly these):
 - `spec.tolerations`: appended to, existing entries kept in place;
 - `spec.nodeSelector[kubernetes.io/hostname]`: added, never changed;
 - `spec.nodeName`: set when empty, never re-pinned;
-- `metadata.annotations[storage-affinity.io/co-scheduled-with]` and `[.../load-affinity-applied]`: the records.
+- `metadata.annotations[storage-affinity.io/co-scheduled-with]`, `[.../load-affinity-applied]` and
+  `[.../node-agent-restricted]` (rules/loadaffinity/nodeagents.py): the records.
 For a Job the same fields under `spec.template`. Parents of owned fields may be created to hold them.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rules.annotations import CO_SCHEDULED_WITH, LOAD_AFFINITY_APPLIED
+from rules.annotations import CO_SCHEDULED_WITH, LOAD_AFFINITY_APPLIED, NODE_AGENT_RESTRICTED
 from rules.kube.nodeaffinity import HOSTNAME_LABEL, pod_fits_node
 
 Path = tuple[str, ...]
@@ -34,6 +35,7 @@ POD_OWNED: Mapping[Path, str] = {
     ("spec", "nodeName"): ADD,
     ("metadata", "annotations", CO_SCHEDULED_WITH): ANY,
     ("metadata", "annotations", LOAD_AFFINITY_APPLIED): ANY,
+    ("metadata", "annotations", NODE_AGENT_RESTRICTED): ANY,
 }
 
 _MISSING = object()

@@ -488,7 +488,33 @@ def cluster_states(draw: st.DrawFn) -> list[Json]:
     objects.extend(draw(st.lists(anchor_pod(), max_size=3, unique_by=lambda p: p["metadata"]["name"])))
     if draw(st.booleans()):
         objects.append(draw(velero_config_map()))
+    if draw(st.booleans()):
+        objects.extend(draw(node_agent_pods()))
     return objects
+
+
+@st.composite
+def node_agent_pods(draw: st.DrawFn) -> list[Json]:
+    """Velero's node-agent DaemonSet pods (label role: node-agent, vmware-tanzu/velero pkg/install/daemonset.go) on
+    some of the nodes, each Ready, not Ready, Pending or being deleted."""
+    out = []
+    for name in draw(st.lists(st.sampled_from(NODES), unique=True)):
+        state = draw(st.sampled_from(("ready", "ready", "unready", "pending", "evicting")))
+        metadata: Json = {
+            "name": f"node-agent-{name}",
+            "namespace": "velero",
+            "labels": {"name": "node-agent", "role": "node-agent"},
+        }
+        if state == "evicting":
+            metadata["deletionTimestamp"] = "2026-11-23T10:00:00Z"
+        ready = "True" if state in ("ready", "evicting") else "False"
+        status = {
+            "phase": "Pending" if state == "pending" else "Running",
+            "conditions": [{"type": "Ready", "status": ready}],
+        }
+        spec = {"nodeName": name, "containers": [{"name": "node-agent", "image": "velero/velero:v1.17.0"}]}
+        out.append({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status})
+    return out
 
 
 # --- policies -----------------------------------------------------------------------------------------------
@@ -554,6 +580,12 @@ def policy_documents(draw: st.DrawFn) -> Json:
             max_size=3,
         ),
         "audit": st.builds(lambda a: _compact(stuckAfterSeconds=a), _maybe(st.integers(0, 86400))),
+        "nodeAgent": st.builds(
+            _compact,
+            mode=_maybe(st.sampled_from(("require", "warn", "off"))),
+            maxNodeNames=_maybe(st.integers(1, 8)),
+            namespace=_maybe(st.sampled_from(("", "velero"))),
+        ),
     }
     chosen = draw(st.lists(st.sampled_from(sorted(fields)), max_size=len(fields), unique=True))
     return {name: draw(fields[name]) for name in chosen}
@@ -583,6 +615,9 @@ POLICY_DEFECTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("loadAffinitySource", "configMap"), {"namespace": "velero"}),
     (("validation", "disk"), {"enforcement": "warn"}),
     (("validation", "placement", "enforcement"), "off"),
+    (("nodeAgent", "mode"), "deny"),
+    (("nodeAgent", "maxNodeNames"), 0),
+    (("nodeAgent", "namespace"), "Bad_NS"),
 )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from rules.kube.nodeaffinity import REQUIRED_KEY, required_node_affinity
 from rules.kube.nodeset import NodeSet
+from rules.loadaffinity.agents import NO_AGENTS, NodeAgents, agent_state, is_node_agent
 from rules.model import PREFIX, Json
 
 #: The kinds the index keeps, by `kind`.
@@ -212,6 +213,10 @@ class ClusterIndex:
         self._claim_users: dict[tuple[str, str], dict[str, Json]] = {}
         self._pod_claims: dict[tuple[str, str], list[str]] = {}
         self._node_set: NodeSet | None = None  # built on first use after the nodes' names or labels changed
+        # Velero node-agent pods, which mount no claim: namespace → pod name → (node, Ready), and per namespace
+        # the snapshot rules read, rebuilt on first use after a node or readiness changed (not on every update).
+        self._agents: dict[str, dict[str, tuple[str, bool]]] = {}
+        self._agent_sets: dict[str, NodeAgents] = {}
 
     # -- ingest ---------------------------------------------------------------------------------------------
 
@@ -223,6 +228,7 @@ class ClusterIndex:
         if kind == "Pod":
             claims = claims_of(obj)
             with self._lock:
+                self._note_agent(key, obj)
                 self._unlink_pod(key)
                 if not claims:
                     self._objects["Pod"].pop(key, None)
@@ -248,6 +254,7 @@ class ClusterIndex:
         with self._lock:
             if kind == "Pod":
                 self._unlink_pod(key)
+                self._note_agent(key, None)
             if kind == "Node":
                 self._node_set = None
             self._objects[kind].pop(key, None)
@@ -264,6 +271,8 @@ class ClusterIndex:
             if kind == "Pod":
                 self._claim_users = fresh._claim_users
                 self._pod_claims = fresh._pod_claims
+                self._agents = fresh._agents
+                self._agent_sets = {}
 
     def count(self, kind: str) -> int:
         return len(self._objects.get(kind, {}))
@@ -280,6 +289,23 @@ class ClusterIndex:
                 users.pop(key[1], None)
                 if not users:
                     del self._claim_users[(key[0], claim)]
+
+    def _note_agent(self, key: tuple[str, str], pod: Mapping[str, Any] | None) -> None:
+        """Follow a Velero node-agent pod (None: it is gone); called under the lock."""
+        namespace, name = key
+        agents = self._agents.get(namespace)
+        previous = agents.get(name) if agents is not None else None
+        state = agent_state(pod) if pod is not None and is_node_agent(pod) else None
+        if state == previous:
+            return
+        if state is None:
+            assert agents is not None
+            del agents[name]
+            if not agents:
+                del self._agents[namespace]
+        else:
+            self._agents.setdefault(namespace, {})[name] = (_text(state[0]), state[1])
+        self._agent_sets.pop(namespace, None)
 
     # -- ClusterView ----------------------------------------------------------------------------------------
 
@@ -312,3 +338,15 @@ class ClusterIndex:
 
     def config_map(self, namespace: str, name: str) -> Json | None:
         return self._objects["ConfigMap"].get((namespace, name))
+
+    def node_agents(self, namespace: str) -> NodeAgents:
+        """The nodes with a Ready Velero node-agent in `namespace`, one snapshot until one of them changes."""
+        current = self._agent_sets.get(namespace)
+        if current is None:
+            with self._lock:
+                agents = self._agents.get(namespace)
+                if not agents:
+                    return NO_AGENTS
+                ready = frozenset(node for node, is_ready in agents.values() if is_ready)
+                current = self._agent_sets[namespace] = NodeAgents(ready, len(agents))
+        return current

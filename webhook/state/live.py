@@ -24,6 +24,7 @@ from kubernetes.client import ApiException
 
 from rules.cluster import LookupFailed
 from rules.kube.nodeset import NodeSet
+from rules.loadaffinity.agents import NodeAgents
 from rules.model import Json
 from rules.policy import POLICY_LABEL, Policy
 from webhook import metrics
@@ -221,6 +222,10 @@ class LiveClusterState:
     def node_set(self) -> NodeSet:
         self._require("nodes")
         return self.index.node_set()
+
+    def node_agents(self, namespace: str) -> NodeAgents:
+        self._require("pods")  # node-agent pods come from the same pod list and watch as every other pod
+        return self.index.node_agents(namespace)
 
     def config_map(self, namespace: str, name: str) -> Json | None:
         hit = self.index.config_map(namespace, name)
