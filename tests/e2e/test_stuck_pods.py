@@ -49,7 +49,7 @@ def until(server: Server, expected: dict[str, float], deadline: float = 30.0) ->
 def test_the_in_server_audit_counts_stuck_pods_by_cause(tmp_path: Path) -> None:
     objects = copy.deepcopy([*TABLE["base"], *(o for c in CASES for o in [*c.get("state", ()), c["stuck"]])])
     expected = Counter(c["cause"] for c in CASES)
-    assert set(expected) == {"MultiAttach", "ReadWriteOncePodInUse", "VolumeTopologyConflict"}
+    assert set(expected) == {"MultiAttach", "ReadWriteOncePodInUse", "NoNodeAgent", "VolumeTopologyConflict"}
     with running_fake_api(*objects) as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         with running_server(tmp_path, "--kubeconfig", str(kubeconfig), "--audit-interval", "0.5") as server:

@@ -71,7 +71,12 @@ def test_stuck_storage_pods_are_counted_by_cause(tmp_path: Path) -> None:
     table = load_yaml(DATA / "audit" / "causes.yaml")
     # the cases whose pods mount a claim: the only pods the server's index keeps
     cases = [c for c in table["cases"] if c["cause"] and claims_of(c["stuck"])]
-    assert {c["cause"] for c in cases} == {"MultiAttach", "ReadWriteOncePodInUse", "VolumeTopologyConflict"}
+    assert {c["cause"] for c in cases} == {
+        "MultiAttach",
+        "ReadWriteOncePodInUse",
+        "NoNodeAgent",
+        "VolumeTopologyConflict",
+    }
     objects = [*table["base"], *(o for c in cases for o in [*c.get("state", ()), c["stuck"]])]
     cluster = tmp_path / "stuck.yaml"
     cluster.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}))
