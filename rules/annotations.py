@@ -20,6 +20,8 @@ LOAD_AFFINITY = PREFIX + "load-affinity"
 STORAGE_CLASS = PREFIX + "storage-class"
 CO_SCHEDULED_WITH = PREFIX + "co-scheduled-with"
 LOAD_AFFINITY_APPLIED = PREFIX + "load-affinity-applied"
+DATA_SOURCE_PLACED = PREFIX + "data-source-placed"
+FOLLOWS_VM = PREFIX + "follows-vm"
 
 PLACEMENTS = ("requiredAffinity", "nodeSelector", "nodeName")
 
@@ -56,6 +58,16 @@ def _load_affinity(value: str) -> list[tuple[str, str]]:
     return errors + unknown
 
 
+def _placed(value: str) -> list[tuple[str, str]]:
+    """`<claim>=<node>` or `<claim>=pv/<PV>` items, comma-separated: where each data source put the pod."""
+    for item in value.split(","):
+        claim, equals, place = item.partition("=")
+        place = place.removeprefix("pv/")
+        if not equals or dns1123_subdomain_error(claim) or dns1123_subdomain_error(place):
+            return [("", f'"{clip(value)}" is not of the form <claim>=<node>[,<claim>=pv/<PV>...]')]
+    return []
+
+
 CHECKS: Mapping[str, Callable[[str], list[tuple[str, str]]]] = {
     ROLE: _one_of("none", "mover", "backup", "restore"),
     PLACEMENT: _one_of(*PLACEMENTS),
@@ -64,6 +76,8 @@ CHECKS: Mapping[str, Callable[[str], list[tuple[str, str]]]] = {
     STORAGE_CLASS: _name,
     CO_SCHEDULED_WITH: _decision,
     LOAD_AFFINITY_APPLIED: _applied,
+    DATA_SOURCE_PLACED: _placed,
+    FOLLOWS_VM: _name,
 }
 
 

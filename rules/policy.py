@@ -65,6 +65,10 @@ class Policy:
     load_affinity_source: tuple[str, str] | None = None
     family_enforcement: Mapping[str, str] = field(default_factory=dict)
     document: Json = field(default_factory=dict, compare=False)
+    data_source_scope: str = "roles"
+    node_local_drivers: frozenset[str] = frozenset()
+    zone_following_drivers: frozenset[str] = frozenset()
+    cdi_follow_vm: bool = True
 
     def enforcement_for(self, family: str) -> str:
         return self.family_enforcement.get(family, self.enforcement)
@@ -124,6 +128,7 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
     # `deny` per family, and merging that in would keep `enforcement: warn` from relaxing those families.
     validation = doc.get("validation") or {}
     source_cm = (doc.get("loadAffinitySource") or {}).get("configMap")
+    data_source = {**base["dataSource"], **(doc.get("dataSource") or {})}
     return Policy(
         enforcement=doc.get("enforcement", base["enforcement"]),
         on_lookup_failure=doc.get("onLookupFailure", base["onLookupFailure"]),
@@ -139,6 +144,10 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
         load_affinity_source=(source_cm["namespace"], source_cm["name"]) if source_cm else None,
         family_enforcement={k: v["enforcement"] for k, v in validation.items() if "enforcement" in v},
         document=dict(doc),
+        data_source_scope=data_source["scope"],
+        node_local_drivers=frozenset(data_source["nodeLocalDrivers"]),
+        zone_following_drivers=frozenset(data_source["zoneFollowingDrivers"]),
+        cdi_follow_vm=bool({**base["cdi"], **(doc.get("cdi") or {})}["followVM"]),
     )
 
 

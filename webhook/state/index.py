@@ -17,9 +17,20 @@ from typing import Any
 from rules.kube.nodeaffinity import REQUIRED_KEY, required_node_affinity
 from rules.kube.nodeset import NodeSet
 from rules.model import PREFIX, Json
+from webhook.state.datasources import TRIMMERS, SourceLinks, trim_data_source
 
 #: The kinds the index keeps, by `kind`.
-KINDS = ("Pod", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Node", "ConfigMap")
+KINDS = (
+    "Pod",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "StorageClass",
+    "Node",
+    "ConfigMap",
+    "VolumeSnapshot",
+    "VolumeSnapshotContent",
+    "VirtualMachine",
+)
 
 _KEEP_ANNOTATION_PREFIXES = (
     PREFIX,
@@ -100,12 +111,15 @@ def trim(obj: Mapping[str, Any]) -> Json:
         }
         status = obj.get("status") or {}
         out["status"] = _shared({k: status[k] for k in ("phase", "accessModes") if k in status})
+        trim_data_source(obj, out)
     elif kind == "StorageClass":
         out.update({k: obj[k] for k in ("provisioner", "volumeBindingMode") if k in obj})
     elif kind == "Node":
         out["spec"] = {k: spec[k] for k in ("taints", "unschedulable") if k in spec}
     elif kind == "ConfigMap":
         out["data"] = dict(obj.get("data") or {})
+    elif kind in TRIMMERS:
+        TRIMMERS[kind](obj, out)
     return out
 
 
@@ -180,6 +194,7 @@ class ClusterIndex:
         self._claim_users: dict[tuple[str, str], dict[str, Json]] = {}
         self._pod_claims: dict[tuple[str, str], list[str]] = {}
         self._node_set: NodeSet | None = None  # built on first use after the nodes' names or labels changed
+        self._links = SourceLinks()
 
     # -- ingest ---------------------------------------------------------------------------------------------
 
@@ -207,6 +222,7 @@ class ClusterIndex:
             if kind == "Node" and (previous is None or _labels(previous) != _labels(trimmed)):
                 self._node_set = None
             self._objects[kind][key] = trimmed
+            self._links.update(kind, key, previous, trimmed)
 
     def remove(self, obj: Mapping[str, Any]) -> None:
         """Forget one object (a DELETED event)."""
@@ -218,7 +234,7 @@ class ClusterIndex:
                 self._unlink_pod(key)
             if kind == "Node":
                 self._node_set = None
-            self._objects[kind].pop(key, None)
+            self._links.update(kind, key, self._objects[kind].pop(key, None), None)
 
     def replace_kind(self, kind: str, objects: Iterable[Mapping[str, Any]]) -> None:
         """Swap in a full list of one kind (a re-list), dropping what is gone."""
@@ -232,6 +248,7 @@ class ClusterIndex:
             if kind == "Pod":
                 self._claim_users = fresh._claim_users
                 self._pod_claims = fresh._pod_claims
+            self._links.take(kind, fresh._links)
 
     def count(self, kind: str) -> int:
         return len(self._objects.get(kind, {}))
@@ -280,3 +297,16 @@ class ClusterIndex:
 
     def config_map(self, namespace: str, name: str) -> Json | None:
         return self._objects["ConfigMap"].get((namespace, name))
+
+    def volume_snapshot(self, namespace: str, name: str) -> Json | None:
+        return self._objects["VolumeSnapshot"].get((namespace, name))
+
+    def volume_snapshot_content(self, name: str) -> Json | None:
+        return self._objects["VolumeSnapshotContent"].get(("", name))
+
+    def pv_for_handle(self, driver: str, handle: str) -> Json | None:
+        name = self._links.handles.get((driver, handle))
+        return None if name is None else self.pv(name)
+
+    def virtual_machines_using(self, namespace: str, claim: str) -> list[Json]:
+        return self._links.virtual_machines_using(namespace, claim)

@@ -269,3 +269,17 @@ class LiveClusterState:
             "Node": self.index.node,
         }[kind]
         return lookup(name)
+
+    # -- data sources and VMs: from the index only (no GET on a miss: a source not seen yet is "unresolved") ----
+
+    def volume_snapshot(self, namespace: str, name: str) -> Json | None:
+        return self.index.volume_snapshot(namespace, name)
+
+    def volume_snapshot_content(self, name: str) -> Json | None:
+        return self.index.volume_snapshot_content(name)
+
+    def pv_for_handle(self, driver: str, handle: str) -> Json | None:
+        return self.index.pv_for_handle(driver, handle)
+
+    def virtual_machines_using(self, namespace: str, claim: str) -> list[Json]:
+        return self.index.virtual_machines_using(namespace, claim)
