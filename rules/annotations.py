@@ -68,6 +68,10 @@ def _placed(value: str) -> list[tuple[str, str]]:
     return []
 
 
+def _names(value: str) -> list[tuple[str, str]]:
+    return next((found for item in value.split(",") if (found := _name(item))), [])
+
+
 CHECKS: Mapping[str, Callable[[str], list[tuple[str, str]]]] = {
     ROLE: _one_of("none", "mover", "backup", "restore"),
     PLACEMENT: _one_of(*PLACEMENTS),
@@ -77,7 +81,7 @@ CHECKS: Mapping[str, Callable[[str], list[tuple[str, str]]]] = {
     CO_SCHEDULED_WITH: _decision,
     LOAD_AFFINITY_APPLIED: _applied,
     DATA_SOURCE_PLACED: _placed,
-    FOLLOWS_VM: _name,
+    FOLLOWS_VM: _names,
 }
 
 

@@ -18,15 +18,18 @@ from rules.causes import StuckCause
 from rules.cluster import ClusterView
 from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
+from rules.datasource.vm import vm_disk_problems
 from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
 from rules.model import Decision, Json, Subject
 from rules.policy import Policy
 
 #: The kinds the audit reviews; every other object is read as cluster state only.
-AUDITED_KINDS = ("Pod", "Job", "ConfigMap")
+AUDITED_KINDS = ("Pod", "Job", "ConfigMap", "VirtualMachine")
 PLACED_ROLES = ("mover", "backup", "restore")
 #: The pseudo-family of a pod that admission would place differently now.
 DRIFT = "placementDrift"
+#: The family of a VM disk bound on a node the VM's constraints exclude.
+VM_DISK = "vmDisk"
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,9 @@ def audit_object(obj: Mapping[str, Any], view: ClusterView, policy: Policy, own_
     kind = str(obj.get("kind"))
     namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
     report = ObjectAudit(kind, namespace, name)
+    if kind == "VirtualMachine":  # its disks against its constraints; admission never sees a VM
+        report.findings = [AuditFinding(VM_DISK, f, m, "deny") for f, m in vm_disk_problems(obj, view)]
+        return report
     subject = Subject(kind=kind, operation="CREATE", namespace=namespace, name=name, obj=dict(obj))
     try:
         chain = pipeline.mutate_then_validate(subject, view, policy, own_namespace)

@@ -17,6 +17,7 @@ from rules.coscheduling.mutation import mutate_mover
 from rules.coscheduling.validation import check_co_scheduling
 from rules.datasource.mutation import mutate_data_source
 from rules.datasource.validation import check_data_source
+from rules.datasource.vm import follow_vm
 from rules.loadaffinity.mutation import mutate_backup, mutate_restore
 from rules.loadaffinity.validation import load_affinity_annotations, policy_config_map_cluster, velero_config_map
 from rules.model import Json
@@ -34,6 +35,7 @@ MUTATORS: dict[str, Rule] = {
 #: business, so a pod that is not costs a dictionary lookup or two.
 POD_MUTATORS: list[Rule] = [
     mutate_data_source,
+    follow_vm,
 ]
 
 POD_VALIDATORS: list[Rule] = [

@@ -30,14 +30,20 @@ def cdi_worker(metadata: Mapping[str, Any]) -> str | None:
     return component if component in CDI_WORKERS else None
 
 
+def left_alone(metadata: Mapping[str, Any]) -> bool:
+    """Pods told to be left alone: `storage-affinity.io/role: none`, and KubeVirt's first-consumer pods, which
+    pick the node for a WaitForFirstConsumer disk on purpose (docs/design.md#2-pod-roles)."""
+    annotations = metadata.get("annotations") or {}
+    return annotations.get(ROLE_ANNOTATION) == "none" or annotations.get(KUBEVIRT_EPHEMERAL) == "true"
+
+
 def in_scope(policy: Policy, target: PodTarget) -> bool:
-    """Policy `dataSource.scope`: `roles` (movers, backup and restore pods, CDI workers), `all` or `off`. Pods
-    told to be left alone (`storage-affinity.io/role: none`, KubeVirt's first-consumer pods, which pick the node
-    for a WaitForFirstConsumer disk on purpose) stay out of every scope."""
+    """Policy `dataSource.scope`: `roles` (movers, backup and restore pods, CDI workers), `all` or `off`."""
     scope = policy.data_source_scope
-    if scope == "off" or target.role.exempt or target.role.role is not None:
-        return scope != "off" and not target.role.exempt
+    if scope == "off" or target.role.exempt:
+        return False
+    if target.role.role is not None:
+        return True
     if scope == "roles":
-        return cdi_worker(target.metadata) is not None
-    annotations = target.metadata.get("annotations") or {}
-    return annotations.get(ROLE_ANNOTATION) != "none" and annotations.get(KUBEVIRT_EPHEMERAL) != "true"
+        return cdi_worker(target.metadata) is not None and not left_alone(target.metadata)
+    return not left_alone(target.metadata)

@@ -8,7 +8,9 @@ rules/loadaffinity/mutation.py write exactly these):
 - `spec.tolerations`: appended to, existing entries kept in place;
 - `spec.nodeSelector[kubernetes.io/hostname]`: added, never changed;
 - `spec.nodeName`: set when empty, never re-pinned;
-- `metadata.annotations[storage-affinity.io/co-scheduled-with]` and `[.../load-affinity-applied]`: the records.
+- `metadata.annotations[storage-affinity.io/co-scheduled-with]` and `[.../load-affinity-applied]`: the records
+  (and `[.../data-source-placed]`, `[.../follows-vm]` of rules/datasource; a CDI worker following a VM also gets
+  the VM's nodeSelector keys, which the fuzzed cluster states, holding no VMs, never produce).
 For a Job the same fields under `spec.template`. Parents of owned fields may be created to hold them.
 """
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rules.annotations import CO_SCHEDULED_WITH, LOAD_AFFINITY_APPLIED
+from rules.annotations import CO_SCHEDULED_WITH, DATA_SOURCE_PLACED, FOLLOWS_VM, LOAD_AFFINITY_APPLIED
 from rules.kube.nodeaffinity import HOSTNAME_LABEL, pod_fits_node
 
 Path = tuple[str, ...]
@@ -34,6 +36,8 @@ POD_OWNED: Mapping[Path, str] = {
     ("spec", "nodeName"): ADD,
     ("metadata", "annotations", CO_SCHEDULED_WITH): ANY,
     ("metadata", "annotations", LOAD_AFFINITY_APPLIED): ANY,
+    ("metadata", "annotations", DATA_SOURCE_PLACED): ANY,
+    ("metadata", "annotations", FOLLOWS_VM): ANY,
 }
 
 _MISSING = object()

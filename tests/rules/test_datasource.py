@@ -17,11 +17,20 @@ from tests.support import DATA, load_yaml, mutate_checked, policy, subject, view
 
 CASES_DIR = DATA / "datasource"
 LIBRARY = load_yaml(CASES_DIR / "library.yaml")
-CASE_KEYS = {"name", "source", "state", "policy", "pod", "job", "patch", "warnings", "violations", "reasons", "audit"}
+CASE_KEYS = {
+    "name", "source", "state", "policy", "base", "pod", "job", "patch", "warnings", "violations", "reasons", "audit",
+}  # fmt: skip
 
 
-def state_object(entry: Any) -> Json:
-    return copy.deepcopy(LIBRARY["objects"][entry] if isinstance(entry, str) else entry)
+def state_objects(entries: list[Any]) -> list[Json]:
+    """Library objects by name, `@cdi` for the CDI/KubeVirt set, or whole objects."""
+    out: list[Json] = []
+    for entry in entries:
+        if entry == "@cdi":
+            out.extend(LIBRARY["objects-cdi"])
+        else:
+            out.append(LIBRARY["objects"][entry] if isinstance(entry, str) else entry)
+    return copy.deepcopy(out)
 
 
 def load_cases() -> list[Any]:
@@ -40,12 +49,13 @@ def load_cases() -> list[Any]:
 def subject_object(case: Json) -> Json:
     if "job" in case:
         return merged(LIBRARY["job"], case["job"] or {})
-    return merged(LIBRARY["mover"], case.get("pod") or {})
+    base = LIBRARY["cdi"][case["base"]] if "base" in case else LIBRARY["mover"]
+    return merged(base, case.get("pod") or {})
 
 
 @pytest.mark.parametrize("case", load_cases())
 def test_case(case: Json) -> None:
-    view = view_from(*(state_object(e) for e in case.get("state", ())))
+    view = view_from(*state_objects(case.get("state", [])))
     pol = policy(case.get("policy"))
     obj = subject_object(case)
 

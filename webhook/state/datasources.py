@@ -9,12 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rules.datasource.vm import PRIME_PREFIX, vm_claims
 from rules.kube.nodeaffinity import REQUIRED_KEY, required_node_affinity
 from rules.model import Json
-
-#: A claim CDI's populators create for a target claim (`prime-<target uid>`, owned by the target claim):
-#: only its owner reference is kept, the way back to the claim and the DataVolume.
-PRIME_PREFIX = "prime-"
 
 
 def trim_data_source(obj: Mapping[str, Any], out: Json) -> None:
@@ -29,6 +26,7 @@ def trim_data_source(obj: Mapping[str, Any], out: Json) -> None:
                 }
         meta = obj.get("metadata") or {}
         owners = meta.get("ownerReferences")
+        # a CDI prime claim keeps its owner: the way back to the target claim and the DataVolume
         if str(meta.get("name") or "").startswith(PRIME_PREFIX) and isinstance(owners, list):
             out["metadata"]["ownerReferences"] = [
                 {k: o[k] for k in ("kind", "name", "controller") if k in o} for o in owners if isinstance(o, Mapping)
@@ -77,18 +75,6 @@ TRIMMERS: dict[str, Callable[[Mapping[str, Any], Json], None]] = {
     "VolumeSnapshotContent": _snapshot_content,
     "VirtualMachine": _virtual_machine,
 }
-
-
-def vm_claims(vm: Mapping[str, Any]) -> list[str]:
-    """The DataVolumes and claims a VirtualMachine will use: its `dataVolumeTemplates` and the `dataVolume` and
-    `persistentVolumeClaim` volumes of its template (a DataVolume's claim has the DataVolume's name)."""
-    spec = vm.get("spec") or {}
-    names = [str((t.get("metadata") or {}).get("name") or "") for t in spec.get("dataVolumeTemplates") or ()]
-    for volume in ((spec.get("template") or {}).get("spec") or {}).get("volumes") or ():
-        source = volume.get("dataVolume") or {}
-        claim = volume.get("persistentVolumeClaim") or {}
-        names.append(str(source.get("name") or claim.get("claimName") or ""))
-    return list(dict.fromkeys(n for n in names if n))
 
 
 def _handle(pv: Mapping[str, Any]) -> tuple[str, str] | None:
