@@ -49,10 +49,17 @@ RESOURCES: dict[str, tuple[str, bool, str]] = {
     "persistentvolumes": ("PersistentVolume", False, "/api/v1"),
     "nodes": ("Node", False, "/api/v1"),
     "storageclasses": ("StorageClass", False, "/apis/storage.k8s.io/v1"),
+    "volumesnapshots": ("VolumeSnapshot", True, "/apis/snapshot.storage.k8s.io/v1"),
+    "volumesnapshotcontents": ("VolumeSnapshotContent", False, "/apis/snapshot.storage.k8s.io/v1"),
+    "virtualmachines": ("VirtualMachine", True, "/apis/kubevirt.io/v1"),
 }
+#: The API groups a cluster may or may not serve (CRDs): discovery lists those in `FakeKubeAPI.served_groups`,
+#: and their resources answer 404 while they are not served.
+OPTIONAL_GROUPS = frozenset({"snapshot.storage.k8s.io", "kubevirt.io"})
 PLURAL_OF = {kind: plural for plural, (kind, _, _) in RESOURCES.items()}
 _PATH = re.compile(
-    r"^(?:/api/v1|/apis/storage\.k8s\.io/v1)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z]+)(?:/(?P<name>[^/]+))?$"
+    r"^(?P<prefix>/api/v1|/apis/(?P<group>[a-z0-9.-]+)/v[0-9a-z]+)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z]+)"
+    r"(?:/(?P<name>[^/]+))?$"
 )
 _EXPIRE, _BREAK, _END = object(), object(), object()
 
@@ -94,6 +101,7 @@ class FakeKubeAPI:
 
     def __init__(self, *, bookmark_interval: float = 0.2) -> None:
         self.bookmark_interval = bookmark_interval
+        self.served_groups: set[str] = set(OPTIONAL_GROUPS)  # take one out: a cluster without that CRD
         self.requests: list[Request] = []
         self.listed: collections.Counter[str] = collections.Counter()  # objects answered by lists, per plural
         self._lock = threading.RLock()
@@ -418,6 +426,23 @@ def _field_test(term: str) -> Callable[[dict[str, Any]], bool]:
     return lambda meta: (str(meta.get(attribute) or "") == value) != negate
 
 
+def _discovery(optional: set[str]) -> Json:
+    """`GET /apis`: the APIGroupList of the groups served (storage.k8s.io always, the optional ones as set)."""
+    groups = ["storage.k8s.io", *sorted(g for g in OPTIONAL_GROUPS if g in optional)]
+    return {
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": [
+            {
+                "name": g,
+                "versions": [{"groupVersion": f"{g}/v1", "version": "v1"}],
+                "preferredVersion": {"groupVersion": f"{g}/v1", "version": "v1"},
+            }
+            for g in groups
+        ],
+    }
+
+
 def _status(code: int, reason: str, message: str) -> Json:
     return {
         "kind": "Status",
@@ -478,8 +503,16 @@ class _Handler(BaseHTTPRequestHandler):
         if fake._failure is not None and fake._failure[1](req):
             status = fake._failure[0]
             return self._json(status, _status(status, "InternalError", f"injected failure {status}"))
+        if method == "GET" and url.path in ("/apis", "/apis/"):
+            return self._json(200, _discovery(fake.served_groups))
         match = _PATH.match(url.path)
-        if not match or match["plural"] not in RESOURCES:
+        plural = match["plural"] if match else ""
+        if (
+            not match
+            or plural not in RESOURCES
+            or match["prefix"] != RESOURCES[plural][2]
+            or (match["group"] in OPTIONAL_GROUPS and match["group"] not in fake.served_groups)
+        ):
             return self._json(404, _status(404, "NotFound", f"the server could not find {url.path}"))
         plural, ns, name = match["plural"], match["ns"], match["name"]
         kind, namespaced, _ = RESOURCES[plural]
