@@ -6,6 +6,7 @@ handle → its PV; a claim or DataVolume → the VMs that name it), kept in step
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,7 +35,12 @@ def trim_data_source(obj: Mapping[str, Any], out: Json) -> None:
         return
     csi = spec.get("csi")
     if isinstance(csi, Mapping):
-        out["spec"]["csi"] = {k: csi[k] for k in ("driver", "volumeHandle") if k in csi}
+        # the driver name repeats on every PV of a driver: one string for all
+        out["spec"]["csi"] = {
+            k: sys.intern(v) if k == "driver" and isinstance(v, str) else v
+            for k, v in csi.items()
+            if k in ("driver", "volumeHandle")
+        }
 
 
 def _snapshot(obj: Mapping[str, Any], out: Json) -> None:
