@@ -51,7 +51,8 @@ def mutate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: s
     for rule in registry.POD_MUTATORS:
         if not _run(ctx, rule, target, mutating=True):
             return ctx.decision
-    ctx.decision.patch = target.patch.operations()
+    if target.patch.written:
+        ctx.decision.patch = target.patch.operations()
     return ctx.decision
 
 
