@@ -37,10 +37,7 @@ def mutate_data_source(ctx: Context, target: PodTarget) -> None:
         return
     for place in places:
         if place.kind == UNRESOLVED:
-            ctx.warn(
-                f"{target.field(place.volume.field)}: the source of claim {place.claim} is not resolved "
-                f"({place.why}): not placed by it"
-            )
+            ctx.warn(f"claim {place.claim} not placed by its data source: {place.why}")  # fits 120 characters
             ctx.reason(f"data source: claim {place.claim} from {place.source}: unresolved, {place.why}")
         elif place.kind == FREE:
             ctx.reason(f"data source: claim {place.claim} from {place.source} (PV {place.pv}) is not node-local")

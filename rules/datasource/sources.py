@@ -93,16 +93,16 @@ def resolve(
         source = f"claim {ns}/{name}"
         return _from_claim(view, policy, volume, label=source, namespace=ns, name=name)
     snapshot = view.volume_snapshot(ns, name)
-    label = f"VolumeSnapshot {ns}/{name}"
+    short = label = f"VolumeSnapshot {ns}/{name}"
     if snapshot is None:
-        return SourcePlace(volume, label, UNRESOLVED, why=f"{label} is not known (yet)")
+        return SourcePlace(volume, label, UNRESOLVED, why=f"{short} not found")
     spec_source = (snapshot.get("spec") or {}).get("source") or {}
     status = snapshot.get("status") or {}
     claim_name = spec_source.get("persistentVolumeClaimName")
     if claim_name:
         label = f"{label} of claim {claim_name}"
     if status.get("readyToUse") is not True:
-        return SourcePlace(volume, label, UNRESOLVED, why=f"{label} is not ready to use yet")
+        return SourcePlace(volume, label, UNRESOLVED, why=f"{short} not ready to use yet")
     if claim_name:
         place = _from_claim(view, policy, volume, label=label, namespace=ns, name=str(claim_name))
         if place.kind != UNRESOLVED:
@@ -110,14 +110,12 @@ def resolve(
     content_name = status.get("boundVolumeSnapshotContentName") or spec_source.get("volumeSnapshotContentName")
     content = view.volume_snapshot_content(str(content_name)) if content_name else None
     if content is None:
-        return SourcePlace(volume, label, UNRESOLVED, why=f"the source of {label} is gone and its content is unknown")
+        return SourcePlace(volume, label, UNRESOLVED, why=f"source of {short} gone, its content unknown")
     content_spec = content.get("spec") or {}
     driver, handle = content_spec.get("driver"), (content_spec.get("source") or {}).get("volumeHandle")
     pv = view.pv_for_handle(str(driver), str(handle)) if driver and handle else None
     if pv is None:
-        return SourcePlace(
-            volume, label, UNRESOLVED, why=f"no PV holds the volume of VolumeSnapshotContent {content_name}"
-        )
+        return SourcePlace(volume, label, UNRESOLVED, why=f"no PV known for VolumeSnapshotContent {content_name}")
     return _from_pv(view, policy, volume, label=label, pv=pv, pvc=None)
 
 
@@ -126,11 +124,11 @@ def _from_claim(
 ) -> SourcePlace:
     pvc = view.pvc(namespace, name)
     if pvc is None:
-        return SourcePlace(volume, label, UNRESOLVED, why=f"claim {namespace}/{name} is not known")
+        return SourcePlace(volume, label, UNRESOLVED, why=f"claim {namespace}/{name} not found")
     pv_name = (pvc.get("spec") or {}).get("volumeName")
     pv = view.pv(str(pv_name)) if pv_name else None
     if pv is None:
-        return SourcePlace(volume, label, UNRESOLVED, why=f"claim {namespace}/{name} is not bound to a known PV")
+        return SourcePlace(volume, label, UNRESOLVED, why=f"claim {namespace}/{name} has no known PV")
     return _from_pv(view, policy, volume, label=label, pv=pv, pvc=pvc)
 
 
@@ -150,7 +148,7 @@ def _from_pv(
         selected = ((pvc or {}).get("metadata") or {}).get("annotations", {}).get(SELECTED_NODE)
         if isinstance(selected, str) and selected and terms is None:
             return SourcePlace(volume, label, NODE, node=selected, pv=pv_name)
-        why = f"PV {pv_name} ({driver}) is node-local but its node is not known"
+        why = f"PV {pv_name} is node-local ({driver}), its node unknown"
         return SourcePlace(volume, label, UNRESOLVED, pv=pv_name, why=why)
     if driver in policy.zone_following_drivers and terms is not None:
         return SourcePlace(volume, label, ZONE, pv=pv_name, terms=terms)
