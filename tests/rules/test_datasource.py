@@ -49,7 +49,7 @@ def load_cases() -> list[Any]:
 def subject_object(case: Json) -> Json:
     if "job" in case:
         return merged(LIBRARY["job"], case["job"] or {})
-    base = LIBRARY["cdi"][case["base"]] if "base" in case else LIBRARY["mover"]
+    base = LIBRARY["bases"][case["base"]] if "base" in case else LIBRARY["mover"]
     return merged(base, case.get("pod") or {})
 
 
