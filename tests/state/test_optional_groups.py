@@ -4,6 +4,8 @@ readiness detail that stays "ok", never an error or a failed start."""
 
 from __future__ import annotations
 
+import time
+
 from rules.model import Json
 from testkit.fakeapi import OPTIONAL_GROUPS, FakeKubeAPI
 from tests.state.conftest import Live, eventually
@@ -63,7 +65,10 @@ def test_absent_groups_turn_their_features_off_and_stay_ready(fake_api: FakeKube
     state, runtime = live()
 
     eventually(runtime.ready, what="ready without the optional groups")
+    off = "ok (not served: placement from snapshot sources off)"
+    eventually(lambda: runtime.readiness()["snapshot.storage.k8s.io"] == off, what="discovery answered")
     readiness = runtime.readiness()
+    assert runtime.ready()
     assert readiness["snapshot.storage.k8s.io"] == "ok (not served: placement from snapshot sources off)"
     assert readiness["kubevirt.io"] == "ok (not served: CDI workers following their VM off)"
     assert state.volume_snapshot("apps", "snap-1") is None
@@ -85,3 +90,14 @@ def test_a_group_that_appears_is_followed_and_one_that_goes_is_dropped(fake_api:
     fake_api.served_groups.clear()
     eventually(lambda: state.volume_snapshot("apps", "snap-1") is None, what="a group that went away is dropped")
     assert runtime.readiness()["snapshot.storage.k8s.io"] == "ok (not served: placement from snapshot sources off)"
+
+
+def test_a_discovery_answered_after_stop_starts_no_watch(fake_api: FakeKubeAPI, live: Live) -> None:
+    """The first discovery runs in the background: a state stopped before it answers leaves no watch behind."""
+    with fake_api.holding(lambda r: r.path.rstrip("/") == "/apis"):
+        state, _ = live()
+        eventually(lambda: fake_api.held() == 1, what="discovery under way")
+        state.stop()
+    time.sleep(0.5)  # the held discovery answers now, after stop()
+    assert not state.optional.watches()
+    assert fake_api.count("GET", "VolumeSnapshot") == 0

@@ -57,6 +57,7 @@ class OptionalGroups:
         self._watches: dict[str, list[ResourceWatch]] = {}
         self._discovery_error: str | None = None
         self._started = False
+        self._stopped = False  # a discovery answered after stop() must not start watches nobody stops
 
     def discover(self) -> None:
         """Ask the API which groups it serves; follow the ones that appeared, drop the ones that went away."""
@@ -70,6 +71,8 @@ class OptionalGroups:
                 self._discovery_error = describe(exc)
             return
         with self._lock:
+            if self._stopped:
+                return
             self._discovery_error = None
             for group in OPTIONAL_GROUPS:
                 now = (group.group, group.version) in served
@@ -110,6 +113,7 @@ class OptionalGroups:
 
     def stop(self, timeout: float) -> None:
         with self._lock:
+            self._stopped = True
             watches = [w for group in self._watches.values() for w in group]
         for resource_watch in watches:
             resource_watch.stop()
