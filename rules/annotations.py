@@ -21,6 +21,8 @@ STORAGE_CLASS = PREFIX + "storage-class"
 CO_SCHEDULED_WITH = PREFIX + "co-scheduled-with"
 LOAD_AFFINITY_APPLIED = PREFIX + "load-affinity-applied"
 NODE_AGENT_RESTRICTED = PREFIX + "node-agent-restricted"
+DATA_SOURCE_PLACED = PREFIX + "data-source-placed"
+FOLLOWS_VM = PREFIX + "follows-vm"
 
 PLACEMENTS = ("requiredAffinity", "nodeSelector", "nodeName")
 
@@ -64,6 +66,20 @@ def _load_affinity(value: str) -> list[tuple[str, str]]:
     return errors + unknown
 
 
+def _placed(value: str) -> list[tuple[str, str]]:
+    """`<claim>=<node>` or `<claim>=pv/<PV>` items, comma-separated: where each data source put the pod."""
+    for item in value.split(","):
+        claim, equals, place = item.partition("=")
+        place = place.removeprefix("pv/")
+        if not equals or dns1123_subdomain_error(claim) or dns1123_subdomain_error(place):
+            return [("", f'"{clip(value)}" is not of the form <claim>=<node>[,<claim>=pv/<PV>...]')]
+    return []
+
+
+def _names(value: str) -> list[tuple[str, str]]:
+    return next((found for item in value.split(",") if (found := _name(item))), [])
+
+
 CHECKS: Mapping[str, Callable[[str], list[tuple[str, str]]]] = {
     ROLE: _one_of("none", "mover", "backup", "restore"),
     PLACEMENT: _one_of(*PLACEMENTS),
@@ -73,6 +89,8 @@ CHECKS: Mapping[str, Callable[[str], list[tuple[str, str]]]] = {
     CO_SCHEDULED_WITH: _decision,
     LOAD_AFFINITY_APPLIED: _applied,
     NODE_AGENT_RESTRICTED: _restricted,
+    DATA_SOURCE_PLACED: _placed,
+    FOLLOWS_VM: _names,
 }
 
 

@@ -22,6 +22,7 @@ from rules.causes import Stuck, StuckCause, duration, storage_pod, stuck_cause, 
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
+from rules.datasource.vm import vm_disk_problems
 from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
 from rules.loadaffinity.nodeagents import FAMILY as NODE_AGENT
 from rules.loadaffinity.nodeagents import pending_pod_problem
@@ -30,18 +31,20 @@ from rules.pipeline import RULE_ERROR, STRICT_FAMILIES
 from rules.policy import Policy, validation_families
 
 #: The kinds the audit reviews; every other object is read as cluster state only.
-AUDITED_KINDS = ("Pod", "Job", "ConfigMap")
+AUDITED_KINDS = ("Pod", "Job", "ConfigMap", "VirtualMachine")
 PLACED_ROLES = ("mover", "backup", "restore")
 #: The pseudo-family of a pod that admission would place differently now.
 DRIFT = "placementDrift"
 #: The pseudo-family of a storage pod stuck longer than the policy allows.
 STUCK = "stuckPod"
+#: The family of a VM disk bound on a node the VM's constraints exclude.
+VM_DISK = "vmDisk"
 
 
 def finding_families() -> tuple[str, ...]:
     """Every family an audit finding can carry: the policy's per-family switches, the families enforcement never
     relaxes, rule errors, and the audit's own."""
-    return (*validation_families(), *sorted(STRICT_FAMILIES), RULE_ERROR, DRIFT, STUCK)
+    return (*validation_families(), *sorted(STRICT_FAMILIES), RULE_ERROR, DRIFT, STUCK, VM_DISK)
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,9 @@ def audit_object(
     kind = str(obj.get("kind"))
     namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
     report = ObjectAudit(kind, namespace, name)
+    if kind == "VirtualMachine":  # its disks against its constraints; admission never sees a VM
+        report.findings = [AuditFinding(VM_DISK, f, m, "deny") for f, m in vm_disk_problems(obj, view)]
+        return report
     subject = Subject(kind=kind, operation="CREATE", namespace=namespace, name=name, obj=dict(obj))
     try:
         chain = pipeline.mutate_then_validate(subject, view, policy, own_namespace)

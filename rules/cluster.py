@@ -45,3 +45,17 @@ class ClusterView(Protocol):
     def node_agents(self, namespace: str) -> NodeAgents:
         """Where Velero's node-agent pods in `namespace` are Ready (rules/loadaffinity/agents.py)."""
         ...
+
+    def volume_snapshot(self, namespace: str, name: str) -> Json | None:
+        """A VolumeSnapshot (snapshot.storage.k8s.io); None when unknown or its API is not served."""
+        ...
+
+    def volume_snapshot_content(self, name: str) -> Json | None: ...
+
+    def pv_for_handle(self, driver: str, handle: str) -> Json | None:
+        """The PV of a CSI volume, by driver and volume handle (how a VolumeSnapshotContent names its source)."""
+        ...
+
+    def virtual_machines_using(self, namespace: str, claim: str) -> list[Json]:
+        """KubeVirt VirtualMachines in `namespace` that name `claim` as a DataVolume (template) or a claim."""
+        ...

@@ -55,6 +55,11 @@ class PatchBuilder:
         self._writes[full] = value
 
     @property
+    def written(self) -> bool:
+        """Whether any rule wrote at all: a plain pod, which no rule touches, skips building a patch."""
+        return bool(self._writes)
+
+    @property
     def changed(self) -> bool:
         return bool(self.operations())
 

@@ -46,11 +46,13 @@ def mutate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: s
     target = pod_target(subject, policy, own_namespace)
     ctx.reason(f"role: {target.role.role or 'none'} ({target.role.reason})")
     mutator = registry.MUTATORS.get(target.role.role or "")
-    if mutator is None:
+    if mutator is not None and not _run(ctx, mutator, target, mutating=True):
         return ctx.decision
-    if not _run(ctx, mutator, target, mutating=True):
-        return ctx.decision
-    ctx.decision.patch = target.patch.operations()
+    for rule in registry.POD_MUTATORS:
+        if not _run(ctx, rule, target, mutating=True):
+            return ctx.decision
+    if target.patch.written:
+        ctx.decision.patch = target.patch.operations()
     return ctx.decision
 
 

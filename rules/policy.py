@@ -69,6 +69,10 @@ class Policy:
     node_agent_mode: str = "require"
     node_agent_max_names: int = 100
     node_agent_namespace: str = ""
+    data_source_scope: str = "roles"
+    node_local_drivers: frozenset[str] = frozenset()
+    zone_following_drivers: frozenset[str] = frozenset()
+    cdi_follow_vm: bool = True
 
     def enforcement_for(self, family: str) -> str:
         return self.family_enforcement.get(family, self.enforcement)
@@ -133,6 +137,7 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
     # `deny` per family, and merging that in would keep `enforcement: warn` from relaxing those families.
     validation = doc.get("validation") or {}
     source_cm = (doc.get("loadAffinitySource") or {}).get("configMap")
+    data_source = {**base["dataSource"], **(doc.get("dataSource") or {})}
     return Policy(
         enforcement=doc.get("enforcement", base["enforcement"]),
         on_lookup_failure=doc.get("onLookupFailure", base["onLookupFailure"]),
@@ -150,6 +155,10 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
         document=dict(doc),
         stuck_after={**base["audit"], **(doc.get("audit") or {})}["stuckAfterSeconds"],
         **_node_agent_fields({**base["nodeAgent"], **(doc.get("nodeAgent") or {})}),
+        data_source_scope=data_source["scope"],
+        node_local_drivers=frozenset(data_source["nodeLocalDrivers"]),
+        zone_following_drivers=frozenset(data_source["zoneFollowingDrivers"]),
+        cdi_follow_vm=bool({**base["cdi"], **(doc.get("cdi") or {})}["followVM"]),
     )
 
 

@@ -15,6 +15,9 @@ from rules.checks.policy import policy_config_map
 from rules.context import Context, PodTarget
 from rules.coscheduling.mutation import mutate_mover
 from rules.coscheduling.validation import check_co_scheduling
+from rules.datasource.mutation import mutate_data_source
+from rules.datasource.validation import check_data_source
+from rules.datasource.vm import follow_vm
 from rules.loadaffinity.mutation import mutate_backup, mutate_restore
 from rules.loadaffinity.validation import load_affinity_annotations, policy_config_map_cluster, velero_config_map
 from rules.model import Json
@@ -28,12 +31,20 @@ MUTATORS: dict[str, Rule] = {
     "restore": mutate_restore,
 }
 
+#: Mutating rules for every pod after its role's rule; each decides from labels first whether the pod is its
+#: business, so a pod that is not costs a dictionary lookup or two.
+POD_MUTATORS: list[Rule] = [
+    mutate_data_source,
+    follow_vm,
+]
+
 POD_VALIDATORS: list[Rule] = [
     own_annotations,
     check_co_scheduling,
     load_affinity_annotations,
     disk_annotations,
     placement_consistency,
+    check_data_source,
 ]
 
 CONFIG_MAP_VALIDATORS: list[ConfigMapRule] = [

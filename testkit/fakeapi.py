@@ -9,8 +9,9 @@ sends no bookmarks and never answers 410. The behaviours under test — resume f
   `BOOKMARK` events when allowed, `timeoutSeconds`), get, create (POST), replace (PUT), delete;
 - labelSelector (`k=v`, `k!=v`, `k`, `!k`) and fieldSelector (`metadata.name`, `metadata.namespace`), with the
   real server's ADDED/DELETED translation when an update moves an object in or out of a watch's selector;
-- the policy report groups (openreports.io, wgpolicyk8s.io) while their CRDs are installed (`crds`), with their
-  discovery documents, and coordination.k8s.io Leases; a replace naming a stale resourceVersion gets 409 Conflict;
+- the CRD groups (snapshot.storage.k8s.io, kubevirt.io, openreports.io, wgpolicyk8s.io) while they are installed
+  (`served_groups`), with discovery (`/apis` and each group's resource list), and coordination.k8s.io Leases; a
+  replace naming a stale resourceVersion gets 409 Conflict;
 - faults: `expire_watches()` (410), `break_watches()` (connection cut without the final chunk),
   `silently()` (changes no watch sees, only a re-list), `fail(status)` and `delay(seconds)` for requests,
   `holding()` (requests unanswered until the test lets them go), `stop()`/`start()` (API down and back on the
@@ -54,14 +55,20 @@ RESOURCES: dict[str, tuple[str, bool, str]] = {
     "leases": ("Lease", True, "/apis/coordination.k8s.io/v1"),
     "reports": ("Report", True, "/apis/openreports.io/v1alpha1"),
     "policyreports": ("PolicyReport", True, "/apis/wgpolicyk8s.io/v1alpha2"),
+    "volumesnapshots": ("VolumeSnapshot", True, "/apis/snapshot.storage.k8s.io/v1"),
+    "volumesnapshotcontents": ("VolumeSnapshotContent", False, "/apis/snapshot.storage.k8s.io/v1"),
+    "virtualmachines": ("VirtualMachine", True, "/apis/kubevirt.io/v1"),
 }
+#: The API groups a cluster may or may not serve (CRDs): discovery lists those in `FakeKubeAPI.served_groups`,
+#: and their resources answer 404 while they are not served.
+OPTIONAL_GROUPS = frozenset({"snapshot.storage.k8s.io", "kubevirt.io", "openreports.io", "wgpolicyk8s.io"})
+#: The policy report groups, one of which the webhook writes.
+REPORT_GROUPS = frozenset({"openreports.io", "wgpolicyk8s.io"})
 PLURAL_OF = {kind: plural for plural, (kind, _, _) in RESOURCES.items()}
 _PATH = re.compile(
-    r"^(?P<prefix>/api/v1|/apis/storage\.k8s\.io/v1|/apis/coordination\.k8s\.io/v1|/apis/openreports\.io/v1alpha1"
-    r"|/apis/wgpolicyk8s\.io/v1alpha2)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z]+)(?:/(?P<name>[^/]+))?$"
+    r"^(?P<prefix>/api/v1|/apis/(?P<group>[a-z0-9.-]+)/v[0-9a-z]+)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z]+)"
+    r"(?:/(?P<name>[^/]+))?$"
 )
-#: The groups served only while their CRDs are installed (`FakeKubeAPI.crds`).
-CRD_GROUPS = ("openreports.io", "wgpolicyk8s.io")
 _EXPIRE, _BREAK, _END = object(), object(), object()
 
 
@@ -103,6 +110,7 @@ class FakeKubeAPI:
 
     def __init__(self, *, bookmark_interval: float = 0.2) -> None:
         self.bookmark_interval = bookmark_interval
+        self.served_groups: set[str] = set(OPTIONAL_GROUPS)  # take one out: a cluster without that CRD
         self.requests: list[Request] = []
         self.listed: collections.Counter[str] = collections.Counter()  # objects answered by lists, per plural
         self._lock = threading.RLock()
@@ -121,8 +129,6 @@ class FakeKubeAPI:
         self._server: ThreadingHTTPServer | None = None
         self._connections: set[socket.socket] = set()
         self.port = 0
-        #: The CRD groups installed: their discovery and resources answer, the others' 404.
-        self.crds: set[str] = set(CRD_GROUPS)
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -429,24 +435,42 @@ def _field_test(term: str) -> Callable[[dict[str, Any]], bool]:
     return lambda meta: (str(meta.get(attribute) or "") == value) != negate
 
 
-def _served(plural: str, prefix: str, crds: set[str]) -> bool:
+def _group_of(prefix: str) -> str:
+    return prefix.removeprefix("/apis/").split("/")[0] if prefix.startswith("/apis/") else ""
+
+
+def _served(plural: str, prefix: str, served: set[str]) -> bool:
     """A resource of a served group, asked for under its own API prefix."""
     if plural not in RESOURCES or RESOURCES[plural][2] != prefix:
         return False
-    group = prefix.removeprefix("/apis/").split("/")[0]
-    return group not in CRD_GROUPS or group in crds
+    group = _group_of(prefix)
+    return group not in OPTIONAL_GROUPS or group in served
 
 
-def _discovery(path: str, crds: set[str]) -> Json | None:
-    """The APIResourceList of `/apis/<group>/<version>` for a served group (what the client's discovery reads)."""
-    if not path.startswith("/apis/") or path.count("/") != 3:
-        return None
-    plurals = [p for p, (_, _, prefix) in RESOURCES.items() if prefix == path and _served(p, prefix, crds)]
-    if not plurals:
+def _discovery(path: str, served: set[str]) -> Json | None:
+    """What the client's discovery reads: `GET /apis` (the APIGroupList of the groups served) and
+    `GET /apis/<group>/<version>` (the APIResourceList of a served group)."""
+    prefixes = sorted({prefix for plural, (_, _, prefix) in RESOURCES.items() if _served(plural, prefix, served)})
+    if path in ("/apis", "/apis/"):
+        versions = [prefix.removeprefix("/apis/") for prefix in prefixes if prefix.startswith("/apis/")]
+        return {
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [
+                {
+                    "name": gv.split("/")[0],
+                    "versions": [{"groupVersion": gv, "version": gv.split("/")[1]}],
+                    "preferredVersion": {"groupVersion": gv, "version": gv.split("/")[1]},
+                }
+                for gv in versions
+            ],
+        }
+    if path not in prefixes or not path.startswith("/apis/"):
         return None
     resources = [
-        {"name": p, "singularName": "", "namespaced": RESOURCES[p][1], "kind": RESOURCES[p][0], "verbs": _VERBS}
-        for p in plurals
+        {"name": p, "singularName": "", "namespaced": namespaced, "kind": kind, "verbs": _VERBS}
+        for p, (kind, namespaced, prefix) in RESOURCES.items()
+        if prefix == path
     ]
     return {
         "kind": "APIResourceList",
@@ -528,10 +552,10 @@ class _Handler(BaseHTTPRequestHandler):
         if fake._failure is not None and fake._failure[1](req):
             status = fake._failure[0]
             return self._json(status, _status(status, "InternalError", f"injected failure {status}"))
-        if method == "GET" and (resources := _discovery(url.path, fake.crds)) is not None:
-            return self._json(200, resources)
+        if method == "GET" and (discovered := _discovery(url.path, fake.served_groups)) is not None:
+            return self._json(200, discovered)
         match = _PATH.match(url.path)
-        if not match or not _served(match["plural"], match["prefix"], fake.crds):
+        if not match or not _served(match["plural"], match["prefix"], fake.served_groups):
             return self._json(404, _status(404, "NotFound", f"the server could not find {url.path}"))
         plural, ns, name = match["plural"], match["ns"], match["name"]
         kind, namespaced, _ = RESOURCES[plural]

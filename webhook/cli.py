@@ -162,7 +162,10 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         default=[],
         metavar="FILE",
-        help="cluster state manifests (Pods, PVCs, PVs, StorageClasses, Nodes, ConfigMaps)",
+        help=(
+            "cluster state manifests (Pods, PVCs, PVs, StorageClasses, Nodes, ConfigMaps, VolumeSnapshots,"
+            " VolumeSnapshotContents, VirtualMachines)"
+        ),
     )
     rev.add_argument("--namespace", default="", help="the webhook's own namespace (exempt)")
     rev.add_argument("-o", "--output", choices=["json", "yaml", "patch"], default="json")

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from rules.kube.nodeaffinity import term_parses
+from rules.kube.nodeaffinity import term_parses, volume_terms_match
 from rules.model import Json
 
 #: The full check of one node (nodeSelector, required terms, PV terms...).
@@ -160,3 +160,10 @@ class NodeSet:
         if operator in ("Exists", "Gt", "Lt"):  # Gt and Lt need the label too
             return self._with_label.get(key, frozenset())
         return None  # NotIn and DoesNotExist match nodes without the label: no narrowing
+
+    def volume_nodes(self, terms: Sequence[Mapping[str, Any]]) -> list[str]:
+        """The names of the nodes a PV's required terms admit, checked on labels only as the scheduler checks a
+        PV; narrowed through the label index first, so a PV pinned by hostname costs a few lookups."""
+        candidates = self._candidates([terms])
+        names = self._nodes if candidates is None else candidates
+        return sorted(name for name in names if volume_terms_match(terms, self._nodes[name]))

@@ -263,3 +263,67 @@ def object_problems(kind: str, value: Any) -> Problems:
     if shape is not None and not shape.ok(value):
         shape.walk(value, "", out)
     return out
+
+
+# Data sources and the VMs that will use a disk (rules/datasource): the fields those rules read.
+_REFERENCE = obj({"apiGroup": string, "kind": string, "name": string, "namespace": string})
+_NAMED = obj({"name": string})
+PERSISTENT_VOLUME_CLAIM = obj(
+    {
+        "metadata": METADATA,
+        "spec": obj(
+            {"storageClassName": string, "volumeName": string, "dataSource": _REFERENCE, "dataSourceRef": _REFERENCE}
+        ),
+    }
+)
+VOLUME_SNAPSHOT = obj(
+    {
+        "metadata": METADATA,
+        "spec": obj({"source": obj({"persistentVolumeClaimName": string, "volumeSnapshotContentName": string})}),
+        "status": obj({"boundVolumeSnapshotContentName": string}),
+    }
+)
+VOLUME_SNAPSHOT_CONTENT = obj(
+    {
+        "metadata": METADATA,
+        "spec": obj({"driver": string, "source": obj({"volumeHandle": string, "snapshotHandle": string})}),
+    }
+)
+VIRTUAL_MACHINE = obj(
+    {
+        "metadata": METADATA,
+        "spec": obj(
+            {
+                "dataVolumeTemplates": list_of(obj({"metadata": _NAMED})),
+                "template": obj(
+                    {
+                        "spec": obj(
+                            {
+                                "nodeSelector": _STRINGS,
+                                "tolerations": list_of(_TOLERATION),
+                                "affinity": obj({"nodeAffinity": _NODE_AFFINITY}),
+                                "volumes": list_of(
+                                    obj(
+                                        {
+                                            "name": string,
+                                            "dataVolume": _NAMED,
+                                            "persistentVolumeClaim": obj({"claimName": string}),
+                                        }
+                                    )
+                                ),
+                            }
+                        )
+                    }
+                ),
+            }
+        ),
+    }
+)
+SHAPES.update(
+    {
+        "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIM,
+        "VolumeSnapshot": VOLUME_SNAPSHOT,
+        "VolumeSnapshotContent": VOLUME_SNAPSHOT_CONTENT,
+        "VirtualMachine": VIRTUAL_MACHINE,
+    }
+)

@@ -16,6 +16,12 @@ READ_RULES = [
         "verbs": READ,
     },
     {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": READ},
+    {
+        "apiGroups": ["snapshot.storage.k8s.io"],
+        "resources": ["volumesnapshots", "volumesnapshotcontents"],
+        "verbs": READ,
+    },
+    {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachines"], "verbs": READ},
 ]
 # The only rules that may write, all of them certificate mode self.
 SELF_ROLE_RULES = [

@@ -102,3 +102,46 @@ def test_live_state_places_a_mover_next_to_an_anchor_created_a_moment_before(tmp
         assert re.search(
             r"^\[[-\d :+]+\] \[\d+\] \[INFO\] webhook\.state\.watch: pods: listed 0$", live.log.read_text(), re.M
         )
+
+
+def _datasource_cluster() -> list[dict[str, Any]]:
+    text = (EXAMPLES / "cluster-datasources.yaml").read_text()
+    return list(iter_objects(load_documents(text, "cluster-datasources.yaml"), "cluster-datasources.yaml"))
+
+
+@pytest.mark.parametrize("served", [True, False], ids=["groups served", "groups absent"])
+def test_live_state_places_a_snapshot_mover_and_absent_crds_change_nothing(tmp_path: Path, served: bool) -> None:
+    """backube/volsync#1019 end to end: the snapshot and the VM come from watches of their API groups; on a
+    cluster without those groups the server starts, is ready, and admits the pods unchanged with a warning."""
+    mover = load_yaml(EXAMPLES / "snapshot-mover-pod.yaml")
+    importer = load_yaml(EXAMPLES / "cdi-importer-pod.yaml")
+    with running_fake_api(*_datasource_cluster()) as api:
+        if not served:
+            api.served_groups.clear()
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        with running_server(tmp_path, "--kubeconfig", str(kubeconfig)) as live, live.session() as session:
+            deadline = time.monotonic() + 10
+            while True:  # the optional groups are discovered and listed just after the core kinds
+                answer = session.post(live.url + "/mutate", json=as_review(mover, "ds-0"), timeout=10).json()
+                if decoded_patch(answer) or not served or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            check_response(as_review(mover, "ds-0"), answer, mutating=True)
+            followed = session.post(live.url + "/mutate", json=as_review(importer, "ds-1"), timeout=10).json()
+            readiness = session.get(live.url + "/readyz?verbose", timeout=10)
+    placed = jsonpatch.apply_patch(copy.deepcopy(mover), decoded_patch(answer))
+    worker = jsonpatch.apply_patch(copy.deepcopy(importer), decoded_patch(followed))
+    assert readiness.status_code == 200, readiness.text
+    if served:
+        assert placed["metadata"]["annotations"] == {
+            "storage-affinity.io/data-source-placed": "volsync-db-backup-src=node-a"
+        }
+        validate_strict(placed)
+        assert worker["spec"]["nodeSelector"] == {"kubevirt.io/schedulable": "true"}
+    else:
+        assert placed == mover
+        assert worker == importer
+        assert answer["response"]["warnings"] == [
+            "claim volsync-db-backup-src not placed by its data source: "
+            "VolumeSnapshot shop/volsync-db-backup-src not found"
+        ]

@@ -9,7 +9,9 @@ rules/loadaffinity/mutation.py write exactly these):
 - `spec.nodeSelector[kubernetes.io/hostname]`: added, never changed;
 - `spec.nodeName`: set when empty, never re-pinned;
 - `metadata.annotations[storage-affinity.io/co-scheduled-with]`, `[.../load-affinity-applied]` and
-  `[.../node-agent-restricted]` (rules/loadaffinity/nodeagents.py): the records.
+  `[.../node-agent-restricted]` (rules/loadaffinity/nodeagents.py): the records (and `[.../data-source-placed]`,
+  `[.../follows-vm]` of rules/datasource; a CDI worker following a VM also gets the VM's nodeSelector keys, which
+  the fuzzed cluster states, holding no VMs, never produce).
 For a Job the same fields under `spec.template`. Parents of owned fields may be created to hold them.
 """
 
@@ -18,7 +20,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rules.annotations import CO_SCHEDULED_WITH, LOAD_AFFINITY_APPLIED, NODE_AGENT_RESTRICTED
+from rules.annotations import (
+    CO_SCHEDULED_WITH,
+    DATA_SOURCE_PLACED,
+    FOLLOWS_VM,
+    LOAD_AFFINITY_APPLIED,
+    NODE_AGENT_RESTRICTED,
+)
 from rules.kube.nodeaffinity import HOSTNAME_LABEL, pod_fits_node
 
 Path = tuple[str, ...]
@@ -36,6 +44,8 @@ POD_OWNED: Mapping[Path, str] = {
     ("metadata", "annotations", CO_SCHEDULED_WITH): ANY,
     ("metadata", "annotations", LOAD_AFFINITY_APPLIED): ANY,
     ("metadata", "annotations", NODE_AGENT_RESTRICTED): ANY,
+    ("metadata", "annotations", DATA_SOURCE_PLACED): ANY,
+    ("metadata", "annotations", FOLLOWS_VM): ANY,
 }
 
 _MISSING = object()

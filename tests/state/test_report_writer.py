@@ -10,7 +10,7 @@ import pytest
 
 from rules.audit import AuditFinding, ObjectAudit
 from rules.reports import MANAGED_BY, REPORT_NAME, SOURCE
-from testkit.fakeapi import FakeKubeAPI
+from testkit.fakeapi import REPORT_GROUPS, FakeKubeAPI
 from tests.rules.test_reports import MULTI_ATTACH, audited
 from tests.state.conftest import NAMESPACE, eventually
 from tests.state.test_lease import TIMING, api_client
@@ -45,6 +45,11 @@ def findings(namespaces: int, per_namespace: int) -> list[ObjectAudit]:
     ]
 
 
+def install_report_crds(fake_api: FakeKubeAPI, groups: set[str]) -> None:
+    """The cluster serves exactly these of the policy report groups (the other CRDs stay as they are)."""
+    fake_api.served_groups = (fake_api.served_groups - REPORT_GROUPS) | groups
+
+
 @pytest.mark.parametrize(
     ("installed", "expected"),
     [
@@ -57,7 +62,7 @@ def findings(namespaces: int, per_namespace: int) -> list[ObjectAudit]:
 def test_auto_writes_whichever_api_is_served(
     fake_api: FakeKubeAPI, tmp_path: Path, installed: set[str], expected: str | None
 ) -> None:
-    fake_api.crds = installed
+    install_report_crds(fake_api, installed)
     w = writer(fake_api, tmp_path)
     counts = w.write(audited())
     kind = w.kind()
@@ -69,15 +74,15 @@ def test_auto_writes_whichever_api_is_served(
 
 
 def test_auto_finds_the_crds_installed_later(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
-    fake_api.crds = set()
+    install_report_crds(fake_api, set())
     w = writer(fake_api, tmp_path)
     assert w.write(audited()).writes == 0
-    fake_api.crds = {"openreports.io"}
+    install_report_crds(fake_api, {"openreports.io"})
     assert w.write(audited()).created > 0
 
 
 def test_a_chosen_api_is_never_swapped_for_another(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
-    fake_api.crds = {"openreports.io"}
+    install_report_crds(fake_api, {"openreports.io"})
     w = writer(fake_api, tmp_path, "wgpolicyk8s")
     assert w.write(audited()).writes == 0 and w.kind() is None
     assert writer(fake_api, tmp_path, "off").write(audited()).writes == 0

@@ -235,3 +235,63 @@ def test_a_node_whose_conditions_are_mistyped_is_refused_with_its_field(
     code, out, err = audit(capsys, "--cluster", str(cluster))
     assert (code, out) == (2, "")
     assert err.strip() == f"storage-affinity-webhook: {cluster}: Node n1: status.conditions: must be a list, not string"
+
+
+def test_the_live_audit_finds_a_vm_disk_bound_where_the_vm_cannot_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """kubevirt/containerized-data-importer#4275: the importer bound the VM's disk on a node outside its selector."""
+    library = load_yaml(DATA / "datasource" / "library.yaml")
+    objects = [o for o in library["objects-cdi"] if o["kind"] != "PersistentVolumeClaim"]
+    objects.append(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "pvc-fedora-root"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "csi": {"driver": "topolvm.io", "volumeHandle": "7d1e"},
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "topology.topolvm.io/node", "operator": "In", "values": ["infra-1"]}
+                                ]
+                            }
+                        ]
+                    }
+                },
+            },
+        }
+    )
+    objects.append(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "fedora-root", "namespace": "vms"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "pvc-fedora-root"},
+            "status": {"phase": "Bound"},
+        }
+    )
+    with running_fake_api() as api:
+        for obj in objects:
+            api.create(obj)
+        kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
+        code, out, err = audit(capsys, "--kubeconfig", kubeconfig, "-o", "json")
+        api.served_groups.clear()  # a cluster without KubeVirt: nothing to audit there, and no error
+        without = audit(capsys, "--kubeconfig", kubeconfig, "-o", "json")
+    assert code == 1, err
+    (vm,) = [o for o in json.loads(out)["objects"] if o["kind"] == "VirtualMachine"]
+    assert vm["findings"] == [
+        {
+            "family": "vmDisk",
+            "field": "spec.template.spec",
+            "message": (
+                "VM fedora: DataVolume/claim fedora-root is bound on node infra-1, which fails the VM's nodeSelector "
+                'kubevirt.io/schedulable="true": the VM can never start'
+            ),
+            "severity": "deny",
+        }
+    ]
+    assert without[0] == 0, without[2]

@@ -18,9 +18,20 @@ from rules.kube.nodeaffinity import REQUIRED_KEY, required_node_affinity
 from rules.kube.nodeset import NodeSet
 from rules.loadaffinity.agents import NO_AGENTS, NodeAgents, agent_state, is_node_agent
 from rules.model import PREFIX, Json
+from webhook.state.datasources import TRIMMERS, SourceLinks, trim_data_source
 
 #: The kinds the index keeps, by `kind`.
-KINDS = ("Pod", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Node", "ConfigMap")
+KINDS = (
+    "Pod",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "StorageClass",
+    "Node",
+    "ConfigMap",
+    "VolumeSnapshot",
+    "VolumeSnapshotContent",
+    "VirtualMachine",
+)
 
 _KEEP_ANNOTATION_PREFIXES = (
     PREFIX,
@@ -101,6 +112,7 @@ def trim(obj: Mapping[str, Any]) -> Json:
         }
         status = obj.get("status") or {}
         out["status"] = _shared({k: status[k] for k in ("phase", "accessModes") if k in status})
+        trim_data_source(obj, out)
     elif kind == "StorageClass":
         out.update({k: obj[k] for k in ("provisioner", "volumeBindingMode") if k in obj})
     elif kind == "Node":
@@ -109,6 +121,8 @@ def trim(obj: Mapping[str, Any]) -> Json:
             out["status"] = {"conditions": conditions}
     elif kind == "ConfigMap":
         out["data"] = dict(obj.get("data") or {})
+    elif kind in TRIMMERS:
+        TRIMMERS[kind](obj, out)
     return out
 
 
@@ -217,6 +231,7 @@ class ClusterIndex:
         # the snapshot rules read, rebuilt on first use after a node or readiness changed (not on every update).
         self._agents: dict[str, dict[str, tuple[str, bool]]] = {}
         self._agent_sets: dict[str, NodeAgents] = {}
+        self._links = SourceLinks()
 
     # -- ingest ---------------------------------------------------------------------------------------------
 
@@ -245,6 +260,7 @@ class ClusterIndex:
             if kind == "Node" and (previous is None or _labels(previous) != _labels(trimmed)):
                 self._node_set = None
             self._objects[kind][key] = trimmed
+            self._links.update(kind, key, previous, trimmed)
 
     def remove(self, obj: Mapping[str, Any]) -> None:
         """Forget one object (a DELETED event)."""
@@ -257,7 +273,7 @@ class ClusterIndex:
                 self._note_agent(key, None)
             if kind == "Node":
                 self._node_set = None
-            self._objects[kind].pop(key, None)
+            self._links.update(kind, key, self._objects[kind].pop(key, None), None)
 
     def replace_kind(self, kind: str, objects: Iterable[Mapping[str, Any]]) -> None:
         """Swap in a full list of one kind (a re-list), dropping what is gone."""
@@ -273,6 +289,7 @@ class ClusterIndex:
                 self._pod_claims = fresh._pod_claims
                 self._agents = fresh._agents
                 self._agent_sets = {}
+            self._links.take(kind, fresh._links)
 
     def count(self, kind: str) -> int:
         return len(self._objects.get(kind, {}))
@@ -350,3 +367,16 @@ class ClusterIndex:
                 ready = frozenset(node for node, is_ready in agents.values() if is_ready)
                 current = self._agent_sets[namespace] = NodeAgents(ready, len(agents))
         return current
+
+    def volume_snapshot(self, namespace: str, name: str) -> Json | None:
+        return self._objects["VolumeSnapshot"].get((namespace, name))
+
+    def volume_snapshot_content(self, name: str) -> Json | None:
+        return self._objects["VolumeSnapshotContent"].get(("", name))
+
+    def pv_for_handle(self, driver: str, handle: str) -> Json | None:
+        name = self._links.handles.get((driver, handle))
+        return None if name is None else self.pv(name)
+
+    def virtual_machines_using(self, namespace: str, claim: str) -> list[Json]:
+        return self._links.virtual_machines_using(namespace, claim)

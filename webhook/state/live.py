@@ -32,6 +32,7 @@ from webhook.runtime import Runtime
 from webhook.state.apierrors import describe
 from webhook.state.index import ClusterIndex
 from webhook.state.lastgood import ReplicaPolicy
+from webhook.state.optional import OPTIONAL_GROUPS, OptionalGroups
 from webhook.state.reload import PolicyConfigMapSink, ProblemBoard, Sink, VeleroConfigMapSink
 from webhook.state.watch import IndexSink, LiveOptions, Resource, ResourceWatch
 
@@ -66,6 +67,7 @@ class LiveClusterState:
             self.watches[resource.name] = ResourceWatch(
                 resource, IndexSink(self.index, resource.kind, self._deleted), options
             )
+        self.optional = OptionalGroups(self.api, self.index, self._deleted, options)
         self._board: ProblemBoard | None = None
         self._velero: tuple[tuple[str, str], VeleroConfigMapSink, ResourceWatch] | None = None
 
@@ -115,6 +117,8 @@ class LiveClusterState:
         for name in self.watches:
             runtime.checks[name] = self._check(name)
         runtime.checks["velero-configmap"] = self._velero_readiness
+        for group in OPTIONAL_GROUPS:
+            runtime.checks[group.group] = self.optional.check(group)
         runtime.loaded_check = self.loaded
         if runtime.policy_missing is None:
             self._follow_policy(runtime.policy)
@@ -126,6 +130,7 @@ class LiveClusterState:
                 resource_watch.start()
             if self._velero is not None:
                 self._velero[2].start()
+        self.optional.start()  # its watches start as discovery (in the tick thread) finds their groups
         threading.Thread(target=self._tick, name="cache-age", daemon=True).start()
         return self
 
@@ -137,17 +142,20 @@ class LiveClusterState:
             resource_watch.stop()
         for resource_watch in watches:
             resource_watch.join(timeout)
+        self.optional.stop(timeout)
         self.api.close()  # type: ignore[no-untyped-call]
 
     def loaded(self) -> bool:
         """Every resource, the policy ConfigMap and the Velero ConfigMap it names included, has been listed once."""
         with self._lock:
             watches = list(self.watches.values()) + ([self._velero[2]] if self._velero else [])
-        return all(resource_watch.synced for resource_watch in watches)
+        return all(resource_watch.synced for resource_watch in watches + self.optional.watches())
 
     def readiness(self) -> dict[str, str | None]:
         states = {name: self._check(name)() for name in self.watches}
         states["velero-configmap"] = self._velero_readiness()
+        for group in OPTIONAL_GROUPS:
+            states[group.group] = self.optional.check(group)()
         return states
 
     def _check(self, name: str) -> Callable[[], str | None]:
@@ -158,9 +166,15 @@ class LiveClusterState:
         return current[2].readiness() if current is not None else None
 
     def _tick(self) -> None:
-        while not self._stopped.wait(5.0):
+        self.optional.discover()
+        discovered = time.monotonic()
+        while not self._stopped.wait(min(5.0, self.options.rediscover_every)):
+            if time.monotonic() - discovered >= self.options.rediscover_every:
+                self.optional.discover()
+                discovered = time.monotonic()
             with self._lock:
                 watches = list(self.watches.values()) + ([self._velero[2]] if self._velero else [])
+            watches += self.optional.watches()
             for resource_watch in watches:
                 if resource_watch.last_contact:
                     metrics.CACHE_AGE.labels(resource_watch.resource.name).set(resource_watch.age())
@@ -274,3 +288,17 @@ class LiveClusterState:
             "Node": self.index.node,
         }[kind]
         return lookup(name)
+
+    # -- data sources and VMs: from the index only (no GET on a miss: a source not seen yet is "unresolved") ----
+
+    def volume_snapshot(self, namespace: str, name: str) -> Json | None:
+        return self.index.volume_snapshot(namespace, name)
+
+    def volume_snapshot_content(self, name: str) -> Json | None:
+        return self.index.volume_snapshot_content(name)
+
+    def pv_for_handle(self, driver: str, handle: str) -> Json | None:
+        return self.index.pv_for_handle(driver, handle)
+
+    def virtual_machines_using(self, namespace: str, claim: str) -> list[Json]:
+        return self.index.virtual_machines_using(namespace, claim)

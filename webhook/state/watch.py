@@ -41,6 +41,7 @@ class LiveOptions:
     backoff_base: float = 0.5
     backoff_cap: float = 30.0
     stale_after: float = 120.0  # a synced resource cut off from the API this long makes /readyz fail
+    rediscover_every: float = 60.0  # how often the optional API groups (snapshots, KubeVirt) are looked for again
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,143 @@
+"""`python -m bench.datasources`: readiness time and memory of one replica when the cluster also holds
+VolumeSnapshots (with their contents) and KubeVirt VirtualMachines, which the server follows only because their
+API groups are served (docs/design.md#12-data-sources).
+
+The cluster is the benchmark's (`bench.workload`: pods, a fifth with a claim and a PV, pods/100 nodes) plus
+`--snapshots` VolumeSnapshots of those claims with their VolumeSnapshotContents and `--vms` VirtualMachines, each
+with a DataVolume template and a node selector. The same run without the optional groups served is the baseline:
+the difference is what following them costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import servers, workload
+from bench.replica import LISTED, api_load, memory
+from bench.report import machine, save, step
+from rules.model import Json
+from testkit.fakeapi import FakeKubeAPI
+from testkit.server import issue_certs
+
+OPTIONAL = ("VolumeSnapshot", "VolumeSnapshotContent", "VirtualMachine")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.datasources", description=__doc__)
+    parser.add_argument("--pods", type=int, default=100_000)
+    parser.add_argument("--snapshots", type=int, default=10_000)
+    parser.add_argument("--vms", type=int, default=1_000)
+    parser.add_argument("--keep", metavar="NAME", help="also write bench/results/NAME.json")
+    args = parser.parse_args(argv)
+    if servers.CLIENT_CPUS:
+        os.sched_setaffinity(0, servers.CLIENT_CPUS)  # the fake API off the server's CPU, as in `python -m bench`
+    result: dict[str, Any] = {
+        "machine": machine(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "pods": args.pods,
+        "snapshots": args.snapshots,
+        "vms": args.vms,
+    }
+    with tempfile.TemporaryDirectory(prefix="saw-datasources-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        certs = tmp / "certs"
+        issue_certs(certs)
+        objects = workload.base_objects() + workload.bulk_objects(args.pods)
+        objects += source_objects(objects, args.snapshots, args.vms)
+        for served in (False, True):
+            name = "with_groups" if served else "without_groups"
+            step(f"{name}: {args.pods:,} pods, {args.snapshots:,} snapshots, {args.vms:,} VMs")
+            result[name] = measure(tmp / name, certs, objects, served)
+    print(save(result, keep=args.keep))
+    return 0
+
+
+def source_objects(objects: list[Json], snapshots: int, vms: int) -> list[Json]:
+    """Snapshots (and contents) of the first `snapshots` bound claims, and `vms` VMs, one DataVolume each."""
+    claims = [o for o in objects if o["kind"] == "PersistentVolumeClaim" and o["spec"].get("volumeName")]
+    out: list[Json] = []
+    for i, claim in enumerate(claims[:snapshots]):
+        namespace, name = claim["metadata"]["namespace"], f"snap-{i:06d}"
+        out.append(
+            {
+                "apiVersion": "snapshot.storage.k8s.io/v1",
+                "kind": "VolumeSnapshot",
+                "metadata": {"name": name, "namespace": namespace, "uid": f"snap-uid-{i}"},
+                "spec": {"source": {"persistentVolumeClaimName": claim["metadata"]["name"]}},
+                "status": {"readyToUse": True, "boundVolumeSnapshotContentName": f"snapcontent-{i:06d}"},
+            }
+        )
+        out.append(
+            {
+                "apiVersion": "snapshot.storage.k8s.io/v1",
+                "kind": "VolumeSnapshotContent",
+                "metadata": {"name": f"snapcontent-{i:06d}"},
+                "spec": {
+                    "driver": "ebs.csi.aws.com",
+                    "deletionPolicy": "Delete",
+                    "source": {"volumeHandle": f"vol-{claim['spec']['volumeName']}"},
+                    "volumeSnapshotRef": {"kind": "VolumeSnapshot", "name": name, "namespace": namespace},
+                },
+                "status": {"readyToUse": True, "snapshotHandle": f"snap-{i:017x}"},
+            }
+        )
+    for i in range(vms):
+        disk = f"vm-{i:05d}-root"
+        out.append(
+            {
+                "apiVersion": "kubevirt.io/v1",
+                "kind": "VirtualMachine",
+                "metadata": {"name": f"vm-{i:05d}", "namespace": f"team-{i % 50:02d}"},
+                "spec": {
+                    "runStrategy": "Always",
+                    "dataVolumeTemplates": [{"metadata": {"name": disk}, "spec": {"source": {"blank": {}}}}],
+                    "template": {
+                        "spec": {
+                            "nodeSelector": {"kubevirt.io/schedulable": "true"},
+                            "domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
+                            "volumes": [{"name": "root", "dataVolume": {"name": disk}}],
+                        }
+                    },
+                },
+            }
+        )
+    return out
+
+
+def measure(tmp: Path, certs: Path, objects: list[Json], served: bool) -> dict[str, Any]:
+    kinds = LISTED + (OPTIONAL if served else ())
+    total = sum(1 for obj in objects if obj["kind"] in kinds)
+    with servers.live_server(tmp, certs, objects, workload.POLICY, tmp.name, served_groups=served) as srv:
+        api = srv.api
+        assert api is not None
+        entered = time.monotonic()
+        _listed(api, kinds, total)
+        out: dict[str, Any] = {
+            "first_ready_s": round(srv.server.ready_after, 1),
+            "all_loaded_s": round(srv.server.ready_after + time.monotonic() - entered, 1),
+            "start": api_load(api),
+        }
+        out["loaded"] = memory(srv)
+        return out
+
+
+def _listed(api: FakeKubeAPI, kinds: tuple[str, ...], total: int) -> None:
+    deadline = time.monotonic() + 600
+    while True:
+        listed = sum(count for plural, count in api.listed.items() if plural != "configmaps")
+        if listed >= total and all(api.watching(kind) == 1 for kind in kinds):
+            time.sleep(1)  # the last page ingested
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not listed: {dict(api.listed)}, {total} expected")
+        time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

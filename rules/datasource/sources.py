@@ -1,0 +1,160 @@
+"""Where the data of a claim comes from (docs/design.md#12-data-sources): a claim restored from a VolumeSnapshot or
+cloned from another claim is provisioned by the source's CSI driver, and a node-local driver (ZFS/LVM local PVs,
+TopoLVM, hostpath) can only provision it on the node that holds the source (backube/volsync#1019,
+kubevirt/containerized-data-importer#3287). With `WaitForFirstConsumer` the scheduler picks the consumer's node
+without knowing that, so the pod must be told.
+
+Only claims that are unbound, of a WaitForFirstConsumer class and have a `dataSource`/`dataSourceRef` of kind
+VolumeSnapshot or PersistentVolumeClaim are resolved: every other claim costs one check of fields already read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rules.cluster import ClusterView
+from rules.kube.volumes import ClaimVolume, pv_required_terms
+from rules.model import Json
+from rules.policy import Policy
+
+SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
+WFFC = "WaitForFirstConsumer"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+
+NODE, ZONE, FREE, UNRESOLVED = "node", "zone", "free", "unresolved"
+
+
+@dataclass(frozen=True)
+class SourcePlace:
+    """Where one claim's source lets it be provisioned.
+
+    `kind` is NODE (only `node`), ZONE (only where `terms` hold: a zone-following driver), FREE (anywhere the
+    scheduler likes: a zonal or network source, nothing to add) or UNRESOLVED (not known yet: `why` says what).
+    """
+
+    volume: ClaimVolume
+    source: str  # "VolumeSnapshot shop/snap-1 of claim db", "claim shop/db"
+    kind: str
+    node: str = ""
+    pv: str = ""
+    terms: tuple[Json, ...] = ()
+    why: str = ""
+
+    @property
+    def claim(self) -> str:
+        return str(self.volume.claim)
+
+
+def data_source_ref(pvc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The claim's `dataSourceRef` (it wins when both are set, as in the API), else its `dataSource`; only a
+    VolumeSnapshot or a PersistentVolumeClaim source, the two kinds a CSI driver provisions from."""
+    spec = pvc.get("spec") or {}
+    for key in ("dataSourceRef", "dataSource"):
+        ref = spec.get(key)
+        if isinstance(ref, Mapping) and isinstance(ref.get("name"), str) and ref["name"]:
+            kind, group = ref.get("kind"), ref.get("apiGroup") or ""
+            if (kind == "VolumeSnapshot" and group == SNAPSHOT_GROUP) or (
+                kind == "PersistentVolumeClaim" and not group
+            ):
+                return ref
+            return None
+    return None
+
+
+def pending_sources(view: ClusterView, volumes: list[ClaimVolume]) -> list[tuple[ClaimVolume, Mapping[str, Any]]]:
+    """The claims that wait for their first consumer and will be provisioned from a snapshot or clone source.
+
+    The cheap tests come first: a bound claim, or one without a data source, is dropped before any lookup."""
+    out = []
+    for volume in volumes:
+        pvc = volume.pvc
+        if pvc is None or volume.bound:
+            continue
+        ref = data_source_ref(pvc)
+        if ref is None:
+            continue
+        class_name = (pvc.get("spec") or {}).get("storageClassName")
+        storage_class = view.storage_class(str(class_name)) if isinstance(class_name, str) and class_name else None
+        if storage_class is not None and storage_class.get("volumeBindingMode") == WFFC:
+            out.append((volume, ref))
+    return out
+
+
+def resolve(
+    view: ClusterView, policy: Policy, namespace: str, volume: ClaimVolume, ref: Mapping[str, Any]
+) -> SourcePlace:
+    """Follow a claim's source to the PV that holds the data: snapshot → its source claim → PV, or through the
+    VolumeSnapshotContent's CSI handle when that claim is gone; clone → the source claim's PV."""
+    ns = str(ref.get("namespace") or namespace)
+    name = str(ref["name"])
+    if ref.get("kind") == "PersistentVolumeClaim":
+        source = f"claim {ns}/{name}"
+        return _from_claim(view, policy, volume, label=source, namespace=ns, name=name)
+    snapshot = view.volume_snapshot(ns, name)
+    short = label = f"VolumeSnapshot {ns}/{name}"
+    if snapshot is None:
+        return SourcePlace(volume, label, UNRESOLVED, why=f"{short} not found")
+    spec_source = (snapshot.get("spec") or {}).get("source") or {}
+    status = snapshot.get("status") or {}
+    claim_name = spec_source.get("persistentVolumeClaimName")
+    if claim_name:
+        label = f"{label} of claim {claim_name}"
+    if status.get("readyToUse") is not True:
+        return SourcePlace(volume, label, UNRESOLVED, why=f"{short} not ready to use yet")
+    if claim_name:
+        place = _from_claim(view, policy, volume, label=label, namespace=ns, name=str(claim_name))
+        if place.kind != UNRESOLVED:
+            return place
+    content_name = status.get("boundVolumeSnapshotContentName") or spec_source.get("volumeSnapshotContentName")
+    content = view.volume_snapshot_content(str(content_name)) if content_name else None
+    if content is None:
+        return SourcePlace(volume, label, UNRESOLVED, why=f"source of {short} gone, its content unknown")
+    content_spec = content.get("spec") or {}
+    driver, handle = content_spec.get("driver"), (content_spec.get("source") or {}).get("volumeHandle")
+    pv = view.pv_for_handle(str(driver), str(handle)) if driver and handle else None
+    if pv is None:
+        return SourcePlace(volume, label, UNRESOLVED, why=f"no PV known for VolumeSnapshotContent {content_name}")
+    return _from_pv(view, policy, volume, label=label, pv=pv, pvc=None)
+
+
+def _from_claim(
+    view: ClusterView, policy: Policy, volume: ClaimVolume, *, label: str, namespace: str, name: str
+) -> SourcePlace:
+    pvc = view.pvc(namespace, name)
+    if pvc is None:
+        return SourcePlace(volume, label, UNRESOLVED, why=f"claim {namespace}/{name} not found")
+    pv_name = (pvc.get("spec") or {}).get("volumeName")
+    pv = view.pv(str(pv_name)) if pv_name else None
+    if pv is None:
+        return SourcePlace(volume, label, UNRESOLVED, why=f"claim {namespace}/{name} has no known PV")
+    return _from_pv(view, policy, volume, label=label, pv=pv, pvc=pvc)
+
+
+def _from_pv(
+    view: ClusterView, policy: Policy, volume: ClaimVolume, *, label: str, pv: Json, pvc: Json | None
+) -> SourcePlace:
+    """A node when the PV's affinity admits exactly one known node, or its driver is node-local and the node is
+    known (the affinity, else the source claim's selected node); the PV's terms when the driver follows zones."""
+    pv_name = str((pv.get("metadata") or {}).get("name") or "")
+    csi = (pv.get("spec") or {}).get("csi")
+    driver = str(csi.get("driver") or "") if isinstance(csi, Mapping) else ""
+    terms = pv_required_terms(pv)
+    nodes = view.node_set().volume_nodes(terms) if terms is not None else []
+    if len(nodes) == 1:
+        return SourcePlace(volume, label, NODE, node=nodes[0], pv=pv_name)
+    if driver in policy.node_local_drivers:
+        selected = ((pvc or {}).get("metadata") or {}).get("annotations", {}).get(SELECTED_NODE)
+        if isinstance(selected, str) and selected and terms is None:
+            return SourcePlace(volume, label, NODE, node=selected, pv=pv_name)
+        why = f"PV {pv_name} is node-local ({driver}), its node unknown"
+        return SourcePlace(volume, label, UNRESOLVED, pv=pv_name, why=why)
+    if driver in policy.zone_following_drivers and terms is not None:
+        return SourcePlace(volume, label, ZONE, pv=pv_name, terms=terms)
+    return SourcePlace(volume, label, FREE, pv=pv_name)
+
+
+def source_places(view: ClusterView, policy: Policy, namespace: str, volumes: list[ClaimVolume]) -> list[SourcePlace]:
+    """Every pending snapshot or clone claim of a pod with where its source lets it be provisioned."""
+    return [resolve(view, policy, namespace, volume, ref) for volume, ref in pending_sources(view, volumes)]

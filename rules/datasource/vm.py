@@ -1,0 +1,188 @@
+"""CDI workers follow the VM (docs/design.md#12-data-sources): an importer or upload pod that is the first consumer
+of a WaitForFirstConsumer disk binds it wherever it lands; if the KubeVirt VirtualMachine that will use the disk
+may only run on some nodes, the VM can never start there (kubevirt/containerized-data-importer#4275, #1695,
+#2192). So the worker gets the VM's template constraints: its `nodeSelector` and required node affinity (ANDed with
+the worker's own) and its tolerations, recorded by `storage-affinity.io/follows-vm: <vm>[,<vm>...]`.
+
+The worker mounts the target claim itself, or CDI's populator claim `prime-<target uid>`, owned by the target
+claim (pkg/controller/populators/populator-base.go createPVCPrime); the target claim has the DataVolume's name,
+which the VM names in `spec.dataVolumeTemplates` or a `dataVolume` volume (or the claim in a
+`persistentVolumeClaim` volume).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rules.annotations import FOLLOWS_VM
+from rules.cluster import ClusterView
+from rules.context import Context, PodTarget
+from rules.coscheduling.pinning import current_terms, write_required
+from rules.datasource.scope import cdi_worker, left_alone
+from rules.datasource.sources import WFFC
+from rules.kube.nodeaffinity import and_terms, node_selector_matches, required_terms, terms_match
+from rules.kube.tolerations import merge_tolerations
+from rules.kube.volumes import ClaimVolume, pv_required_terms
+from rules.model import Json
+
+PRIME_PREFIX = "prime-"
+
+
+def target_claim(view: ClusterView, namespace: str, volume: ClaimVolume) -> Json | None:
+    """The claim CDI fills through this volume: the prime claim's owner, else the mounted claim itself."""
+    pvc = volume.pvc or {}
+    name = str(volume.claim or "")
+    if not name.startswith(PRIME_PREFIX):
+        return volume.pvc
+    for owner in (pvc.get("metadata") or {}).get("ownerReferences") or ():
+        if isinstance(owner, Mapping) and owner.get("kind") == "PersistentVolumeClaim" and owner.get("name"):
+            return view.pvc(namespace, str(owner["name"]))
+    return None
+
+
+def _waits_for_consumer(view: ClusterView, pvc: Mapping[str, Any]) -> bool:
+    if (pvc.get("status") or {}).get("phase") == "Bound":
+        return False
+    class_name = (pvc.get("spec") or {}).get("storageClassName")
+    storage_class = view.storage_class(str(class_name)) if isinstance(class_name, str) and class_name else None
+    return storage_class is not None and storage_class.get("volumeBindingMode") == WFFC
+
+
+@dataclass(frozen=True)
+class Follow:
+    claim: str
+    vms: list[Json]
+
+
+def vms_to_follow(view: ClusterView, namespace: str, volumes: Sequence[ClaimVolume]) -> list[Follow]:
+    """For each unbound WaitForFirstConsumer disk the worker fills, the VMs that will use it."""
+    out = []
+    for volume in volumes:
+        if volume.pvc is None or volume.bound:
+            continue
+        target = target_claim(view, namespace, volume)
+        if target is None or not _waits_for_consumer(view, target):
+            continue
+        claim = str((target.get("metadata") or {}).get("name") or "")
+        vms = view.virtual_machines_using(namespace, claim)
+        if vms:
+            out.append(Follow(claim, vms))
+    return out
+
+
+def vm_spec(vm: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod spec of a VM's template (where its nodeSelector, affinity and tolerations live)."""
+    return ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+
+
+def vm_name(vm: Mapping[str, Any]) -> str:
+    return str((vm.get("metadata") or {}).get("name") or "")
+
+
+def follow_vm(ctx: Context, target: PodTarget) -> None:
+    """The mutating rule for CDI workers; policy `cdi.followVM` turns it off."""
+    if not ctx.policy.cdi_follow_vm or cdi_worker(target.metadata) is None or left_alone(target.metadata):
+        return
+    follows = vms_to_follow(ctx.view, target.namespace, target.volumes(ctx.view))
+    if not follows:
+        return
+    original_terms = current_terms(target)
+    terms = original_terms
+    before = dict(target.patch.get("spec", "nodeSelector", default=None) or {})
+    selector = dict(before)
+    own = list(target.patch.get("spec", "tolerations", default=None) or ())
+    tolerations = own
+    followed: list[str] = []
+    for follow in follows:
+        for vm in follow.vms:
+            spec, name = vm_spec(vm), vm_name(vm)
+            clash = {k: v for k, v in (spec.get("nodeSelector") or {}).items() if selector.get(k, v) != v}
+            if clash:
+                key = sorted(clash)[0]
+                ctx.warn(
+                    f"{target.field('spec.nodeSelector')}[{key}]: kept {selector[key]!r}, VM {name} wants "
+                    f"{clash[key]!r}: not placed where the VM may run"
+                )
+                continue
+            vm_terms = required_terms(spec)
+            if not spec.get("nodeSelector") and vm_terms is None and not spec.get("tolerations"):
+                ctx.reason(f"cdi: VM {name} using claim {follow.claim} has no node constraints: nothing to follow")
+                continue
+            selector.update(spec.get("nodeSelector") or {})
+            if vm_terms is not None:
+                terms = and_terms(terms, vm_terms)
+            tolerations = merge_tolerations(tolerations, list(spec.get("tolerations") or ()))
+            followed.append(name)
+            ctx.reason(f"cdi: claim {follow.claim} will be used by VM {name}: the worker follows its constraints")
+    if not followed:
+        return
+    if terms != original_terms:
+        write_required(target, terms)
+    if selector != before:
+        target.patch.set("spec", "nodeSelector", value=selector)
+    if tolerations != own:
+        target.patch.set("spec", "tolerations", value=tolerations)
+    record = ",".join(dict.fromkeys(followed))
+    target.patch.set("metadata", "annotations", FOLLOWS_VM, value=record)
+    ctx.audit("follows-vm", record)
+
+
+# --- audit -----------------------------------------------------------------------------------------------------
+
+
+def vm_disk_problems(vm: Mapping[str, Any], view: ClusterView) -> list[tuple[str, str]]:
+    """(field, message) for each disk of a VM already bound on a node the VM's constraints exclude: the VM can
+    never start there, whoever bound it."""
+    namespace = str((vm.get("metadata") or {}).get("namespace") or "")
+    spec, name = vm_spec(vm), vm_name(vm)
+    selector = spec.get("nodeSelector") or {}
+    terms = required_terms(spec)
+    if not selector and terms is None:
+        return []
+    problems = []
+    for claim in vm_claims(vm):
+        pvc = view.pvc(namespace, claim)
+        if pvc is None or (pvc.get("status") or {}).get("phase") != "Bound":
+            continue
+        node_name = _bound_node(view, pvc)
+        node = view.node(node_name) if node_name else None
+        if node is None:
+            continue
+        if not node_selector_matches(selector, node):
+            labels = (node.get("metadata") or {}).get("labels") or {}
+            key = next(k for k, v in selector.items() if labels.get(k) != v)
+            failed = f'nodeSelector {key}="{selector[key]}"'
+        elif terms is not None and not terms_match(terms, node):
+            failed = "required node affinity"
+        else:
+            continue
+        problems.append(
+            (
+                "spec.template.spec",
+                f"VM {name}: DataVolume/claim {claim} is bound on node {node_name}, which fails the VM's {failed}: "
+                "the VM can never start",
+            )
+        )
+    return problems
+
+
+def vm_claims(vm: Mapping[str, Any]) -> list[str]:
+    """The DataVolumes and claims a VirtualMachine will use: its `dataVolumeTemplates` and the `dataVolume` and
+    `persistentVolumeClaim` volumes of its template (a DataVolume's claim has the DataVolume's name)."""
+    spec = vm.get("spec") or {}
+    names = [str((t.get("metadata") or {}).get("name") or "") for t in spec.get("dataVolumeTemplates") or ()]
+    for volume in vm_spec(vm).get("volumes") or ():
+        names.append(str((volume.get("dataVolume") or {}).get("name") or ""))
+        names.append(str((volume.get("persistentVolumeClaim") or {}).get("claimName") or ""))
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def _bound_node(view: ClusterView, pvc: Mapping[str, Any]) -> str:
+    """The one node a bound claim's PV admits ("" for a volume other nodes can use too: a VM may run there)."""
+    volume_name = (pvc.get("spec") or {}).get("volumeName")
+    pv = view.pv(str(volume_name)) if volume_name else None
+    pv_terms = pv_required_terms(pv)
+    nodes = view.node_set().volume_nodes(pv_terms) if pv_terms is not None else []
+    return nodes[0] if len(nodes) == 1 else ""

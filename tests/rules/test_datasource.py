@@ -1,0 +1,74 @@
+"""Placement from where the data comes from (docs/design.md#12-data-sources): the tables in
+tests/data/datasource/*.yaml, run through the mutating and then the validating pipeline as the API server chains
+them; every patch is applied, schema-validated and reviewed again for idempotence (tests.support.mutate_checked)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rules import pipeline
+from rules.model import Json, Severity
+from tests.rules.test_coschedule import merged
+from tests.support import DATA, load_yaml, mutate_checked, policy, subject, view_from
+
+CASES_DIR = DATA / "datasource"
+LIBRARY = load_yaml(CASES_DIR / "library.yaml")
+CASE_KEYS = {
+    "name", "source", "state", "policy", "base", "pod", "job", "patch", "warnings", "violations", "reasons", "audit",
+}  # fmt: skip
+
+
+def state_objects(entries: list[Any]) -> list[Json]:
+    """Library objects by name, `@cdi` for the CDI/KubeVirt set, or whole objects."""
+    out: list[Json] = []
+    for entry in entries:
+        if entry == "@cdi":
+            out.extend(LIBRARY["objects-cdi"])
+        else:
+            out.append(LIBRARY["objects"][entry] if isinstance(entry, str) else entry)
+    return copy.deepcopy(out)
+
+
+def load_cases() -> list[Any]:
+    params = []
+    for path in sorted(CASES_DIR.glob("*.yaml")):
+        if path.name == "library.yaml":
+            continue
+        for case in load_yaml(path):
+            unknown = set(case) - CASE_KEYS
+            assert not unknown, f"{path.name}: {case.get('name')}: unknown keys {unknown}"
+            assert case.get("source"), f"{path.name}: {case['name']}: every case names the upstream it reproduces"
+            params.append(pytest.param(case, id=f"{Path(path).stem}:{case['name']}"))
+    return params
+
+
+def subject_object(case: Json) -> Json:
+    if "job" in case:
+        return merged(LIBRARY["job"], case["job"] or {})
+    base = LIBRARY["bases"][case["base"]] if "base" in case else LIBRARY["mover"]
+    return merged(base, case.get("pod") or {})
+
+
+@pytest.mark.parametrize("case", load_cases())
+def test_case(case: Json) -> None:
+    view = view_from(*state_objects(case.get("state", [])))
+    pol = policy(case.get("policy"))
+    obj = subject_object(case)
+
+    mutation, result = mutate_checked(obj, view, pol)
+
+    assert mutation.patch == case["patch"]
+    assert mutation.warnings == case.get("warnings", [])
+    for expected in case.get("reasons", ()):
+        assert any(expected in reason for reason in mutation.reasons), (expected, mutation.reasons)
+    if "audit" in case:
+        assert mutation.audit == case["audit"]
+
+    validation = pipeline.validate(subject(result), view, pol)
+    denials = [{"field": f.field, "message": f.message} for f in validation.findings if f.severity is Severity.DENY]
+    assert denials == case.get("violations", [])
+    assert validation.allowed == (not denials)

@@ -1,0 +1,103 @@
+"""The optional API groups (webhook/state/optional.py): VolumeSnapshots, their contents and KubeVirt
+VirtualMachines are listed and watched only while discovery finds their group served; an absent group is a
+readiness detail that stays "ok", never an error or a failed start."""
+
+from __future__ import annotations
+
+import time
+
+from rules.model import Json
+from testkit.fakeapi import OPTIONAL_GROUPS, FakeKubeAPI
+from tests.state.conftest import Live, eventually
+
+
+def snapshot(name: str = "snap-1", claim: str = "db") -> Json:
+    return {
+        "apiVersion": "snapshot.storage.k8s.io/v1",
+        "kind": "VolumeSnapshot",
+        "metadata": {"name": name, "namespace": "apps"},
+        "spec": {"source": {"persistentVolumeClaimName": claim}},
+        "status": {"readyToUse": True, "boundVolumeSnapshotContentName": f"content-{name}"},
+    }
+
+
+def content(name: str = "content-snap-1") -> Json:
+    return {
+        "apiVersion": "snapshot.storage.k8s.io/v1",
+        "kind": "VolumeSnapshotContent",
+        "metadata": {"name": name},
+        "spec": {"driver": "topolvm.io", "source": {"volumeHandle": "h-1"}, "deletionPolicy": "Delete"},
+    }
+
+
+def vm(name: str = "fedora", disk: str = "fedora-root") -> Json:
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": name, "namespace": "apps"},
+        "spec": {
+            "dataVolumeTemplates": [{"metadata": {"name": disk}}],
+            "template": {"spec": {"nodeSelector": {"kubevirt.io/schedulable": "true"}}},
+        },
+    }
+
+
+def test_served_groups_are_listed_and_watched(fake_api: FakeKubeAPI, live: Live) -> None:
+    fake_api.create(snapshot())
+    fake_api.create(content())
+    fake_api.create(vm())
+    state, runtime = live()
+
+    eventually(lambda: state.volume_snapshot("apps", "snap-1"), what="the snapshot listed")
+    eventually(runtime.ready, what="ready with every optional group synced")
+    assert state.volume_snapshot_content("content-snap-1")["spec"]["driver"] == "topolvm.io"  # type: ignore[index]
+    assert [v["metadata"]["name"] for v in state.virtual_machines_using("apps", "fedora-root")] == ["fedora"]
+    assert runtime.readiness()["snapshot.storage.k8s.io"] == "ok"
+
+    fake_api.create(snapshot("snap-2"))  # the watch brings later changes
+    eventually(lambda: state.volume_snapshot("apps", "snap-2"), what="a watched snapshot")
+    fake_api.delete("VirtualMachine", "apps", "fedora")
+    eventually(lambda: not state.virtual_machines_using("apps", "fedora-root"), what="a deleted VM forgotten")
+
+
+def test_absent_groups_turn_their_features_off_and_stay_ready(fake_api: FakeKubeAPI, live: Live) -> None:
+    fake_api.served_groups.clear()
+    state, runtime = live()
+
+    eventually(runtime.ready, what="ready without the optional groups")
+    off = "ok (not served: placement from snapshot sources off)"
+    eventually(lambda: runtime.readiness()["snapshot.storage.k8s.io"] == off, what="discovery answered")
+    readiness = runtime.readiness()
+    assert runtime.ready()
+    assert readiness["snapshot.storage.k8s.io"] == "ok (not served: placement from snapshot sources off)"
+    assert readiness["kubevirt.io"] == "ok (not served: CDI workers following their VM off)"
+    assert state.volume_snapshot("apps", "snap-1") is None
+    assert state.virtual_machines_using("apps", "fedora-root") == []
+    assert fake_api.count("GET", "VolumeSnapshot") == 0
+    assert fake_api.count("GET", "VirtualMachine") == 0
+
+
+def test_a_group_that_appears_is_followed_and_one_that_goes_is_dropped(fake_api: FakeKubeAPI, live: Live) -> None:
+    fake_api.served_groups.clear()
+    state, runtime = live(rediscover_every=0.2)
+    eventually(runtime.ready, what="ready without the optional groups")
+
+    fake_api.served_groups.update(OPTIONAL_GROUPS)
+    fake_api.create(snapshot())
+    eventually(lambda: state.volume_snapshot("apps", "snap-1"), what="a group that appeared is followed")
+    eventually(lambda: runtime.readiness()["snapshot.storage.k8s.io"] == "ok", what="its watch synced")
+
+    fake_api.served_groups.clear()
+    eventually(lambda: state.volume_snapshot("apps", "snap-1") is None, what="a group that went away is dropped")
+    assert runtime.readiness()["snapshot.storage.k8s.io"] == "ok (not served: placement from snapshot sources off)"
+
+
+def test_a_discovery_answered_after_stop_starts_no_watch(fake_api: FakeKubeAPI, live: Live) -> None:
+    """The first discovery runs in the background: a state stopped before it answers leaves no watch behind."""
+    with fake_api.holding(lambda r: r.path.rstrip("/") == "/apis"):
+        state, _ = live()
+        eventually(lambda: fake_api.held() == 1, what="discovery under way")
+        state.stop()
+    time.sleep(0.5)  # the held discovery answers now, after stop()
+    assert not state.optional.watches()
+    assert fake_api.count("GET", "VolumeSnapshot") == 0

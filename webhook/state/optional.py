@@ -1,0 +1,145 @@
+"""API groups the webhook follows only while the cluster serves them: snapshot.storage.k8s.io (VolumeSnapshots and
+their contents, for data sources) and kubevirt.io (VirtualMachines, for CDI workers). Discovery runs at start and
+then periodically; a group that appears is listed and watched like every other resource, one that is absent (or
+goes away) turns its feature off with one log line and a readiness detail that stays "ok" — never an error or a
+failed start: the rules then see no snapshot and no VM, which they treat as "unresolved" or "no VM".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kubernetes import client
+
+from webhook.state.apierrors import describe
+from webhook.state.index import ClusterIndex
+from webhook.state.watch import IndexSink, LiveOptions, Resource, ResourceWatch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OptionalGroup:
+    group: str
+    version: str
+    resources: tuple[tuple[str, str], ...]  # (plural, kind)
+    feature: str
+
+
+OPTIONAL_GROUPS = (
+    OptionalGroup(
+        "snapshot.storage.k8s.io",
+        "v1",
+        (("volumesnapshots", "VolumeSnapshot"), ("volumesnapshotcontents", "VolumeSnapshotContent")),
+        "placement from snapshot sources",
+    ),
+    OptionalGroup("kubevirt.io", "v1", (("virtualmachines", "VirtualMachine"),), "CDI workers following their VM"),
+)
+
+
+class OptionalGroups:
+    """The watches of the optional groups, started and stopped as discovery finds them served or not."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        index: ClusterIndex,
+        deleted: dict[tuple[str, str, str], float],
+        options: LiveOptions,
+    ) -> None:
+        self.api, self.index, self.deleted, self.options = api, index, deleted, options
+        self.custom = client.CustomObjectsApi(api)
+        self._lock = threading.Lock()
+        self._served: dict[str, bool | None] = {g.group: None for g in OPTIONAL_GROUPS}  # None: not known yet
+        self._watches: dict[str, list[ResourceWatch]] = {}
+        self._discovery_error: str | None = None
+        self._started = False
+        self._stopped = False  # a discovery answered after stop() must not start watches nobody stops
+
+    def discover(self) -> None:
+        """Ask the API which groups it serves; follow the ones that appeared, drop the ones that went away."""
+        try:
+            answer = client.ApisApi(self.api).get_api_versions(_request_timeout=self.options.connect_timeout)
+            served = {(g.name, v.version) for g in answer.groups or () for v in g.versions or ()}
+        except Exception as exc:  # an API that cannot answer discovery: keep what we follow, retry later
+            with self._lock:
+                if self._discovery_error is None:
+                    log.warning("API discovery failed, optional groups unchanged: %s", describe(exc))
+                self._discovery_error = describe(exc)
+            return
+        with self._lock:
+            if self._stopped:
+                return
+            self._discovery_error = None
+            for group in OPTIONAL_GROUPS:
+                now = (group.group, group.version) in served
+                if now == self._served[group.group]:
+                    continue
+                self._served[group.group] = now
+                if now:
+                    log.info("API group %s/%s is served: %s on", group.group, group.version, group.feature)
+                    self._follow(group)
+                else:
+                    log.info("API group %s/%s is not served: %s off", group.group, group.version, group.feature)
+                    self._drop(group)
+
+    def _follow(self, group: OptionalGroup) -> None:
+        watches = []
+        for plural, kind in group.resources:
+            resource = Resource(
+                plural, kind, self.custom.list_cluster_custom_object, (group.group, group.version, plural)
+            )
+            watches.append(ResourceWatch(resource, IndexSink(self.index, kind, self.deleted), self.options))
+        self._watches[group.group] = watches
+        if self._started:
+            for resource_watch in watches:
+                resource_watch.start()
+
+    def _drop(self, group: OptionalGroup) -> None:
+        for resource_watch in self._watches.pop(group.group, ()):
+            resource_watch.stop()
+        for _, kind in group.resources:
+            self.index.replace_kind(kind, ())
+
+    def start(self) -> None:
+        with self._lock:
+            self._started = True
+            for watches in self._watches.values():
+                for resource_watch in watches:
+                    resource_watch.start()
+
+    def stop(self, timeout: float) -> None:
+        with self._lock:
+            self._stopped = True
+            watches = [w for group in self._watches.values() for w in group]
+        for resource_watch in watches:
+            resource_watch.stop()
+        for resource_watch in watches:
+            resource_watch.join(timeout)
+
+    def watches(self) -> list[ResourceWatch]:
+        with self._lock:
+            return [w for group in self._watches.values() for w in group]
+
+    def check(self, group: OptionalGroup) -> Callable[[], str | None]:
+        """The readiness of one group: its watches' state while served; "ok (...)" with why it is off, else."""
+
+        def state() -> str | None:
+            with self._lock:
+                served, watches, error = (
+                    self._served[group.group],
+                    self._watches.get(group.group, []),
+                    self._discovery_error,
+                )
+            if served:
+                problems = [f"{w.resource.name}: {p}" for w in watches if (p := w.readiness())]
+                return "; ".join(problems) or None
+            if served is None:
+                why = f"discovery failing: {error}" if error else "discovery pending"
+                return f"ok ({why}; {group.feature} off until it answers)"
+            return f"ok (not served: {group.feature} off)"
+
+        return state
