@@ -2,8 +2,9 @@
 
 Seeds are the structural fuzz's (foreign fixtures, examples, what the schema-valid strategies build), hollowed by
 tests/fuzz/hollow.py: empty lists and objects wherever one is expected, nulls inside scheduling fields, Pods made
-Job templates. Each answer must be sound (tests/fuzz/verdict.py); a patch must apply, the patched object reviewed
-again must get no patch and a sound validation; an UPDATE between the seed and its hollowed form gets no patch.
+Job templates. Each answer must be sound (tests/fuzz/verdict.py); a patch must apply (and leave a schema-valid
+object when the input was one), the patched object reviewed again must get no patch and a sound validation; an
+UPDATE between the seed and its hollowed form gets no patch.
 Policy ConfigMaps whose YAML has anchors, tags, duplicate and null keys are denied exactly when they do not load,
 never by a crash.
 """
@@ -31,7 +32,7 @@ from tests.fuzz import mutations as m
 from tests.fuzz import strategies as s
 from tests.fuzz.profiles import examples
 from tests.fuzz.verdict import ErrorLog, FuzzFailure, judge
-from tests.support import view_from
+from tests.support import validate_strict, view_from
 from webhook.app import DEFAULT_MAX_BODY, create_app
 from webhook.runtime import Runtime
 
@@ -84,8 +85,8 @@ def _pods_and_jobs(seed: tuple[str, Json, tuple[Json, ...]]) -> bool:
     return isinstance(obj, dict) and obj.get("kind") in ("Pod", "Job") and seed[1]["request"]["operation"] == "CREATE"
 
 
-#: The examples the mutating rules act on (a mover next to its anchor, backup and restore pods): drawn as often
-#: as every other Pod and Job seed together, so that a hollowing lands where a patch is made.
+#: The examples the mutating rules act on (a mover next to its anchor, backup and restore pods): drawn twice as
+#: often as every other Pod and Job seed together, so that a hollowing lands where a patch is made.
 ACTING = ("admissionreview-mover.json", "mover-pod.yaml", "backup-pod.yaml", "restore-pod.yaml")
 
 
@@ -93,11 +94,25 @@ def _seeds() -> st.SearchStrategy[tuple[str, Json, tuple[Json, ...]]]:
     static = [(name, review, m.cluster_state()) for name, review in m.static_seeds()]
     static = [seed for seed in static if _pods_and_jobs(seed)]
     acting = [seed for seed in static if seed[0] in ACTING]
+    acted_on = st.integers(0, len(acting) - 1).map(lambda i: acting[i])
     return st.one_of(
-        st.integers(0, len(acting) - 1).map(lambda i: acting[i]),
+        acted_on,
+        acted_on,
         st.integers(0, len(static) - 1).map(lambda i: static[i]),
         m.built_seeds().filter(_pods_and_jobs),
     )
+
+
+def _schema_valid(obj: Json) -> bool:
+    """Valid against the official schema, which lets a null pod spec through (the API would not: no containers)."""
+    pod = obj["spec"]["template"] if obj.get("kind") == "Job" and isinstance(obj.get("spec"), dict) else obj
+    if not isinstance(pod, dict) or not isinstance(pod.get("spec"), dict):
+        return False
+    try:
+        validate_strict(obj)
+    except Exception:
+        return False
+    return True
 
 
 def _resent(review: Json, operation: str, obj: Json, old: Json | None = None) -> Json:
@@ -127,6 +142,8 @@ def test_a_hollowed_pod_or_job_is_answered_once_and_for_all(
         event(f"{review['request']['object']['kind']} from {name}: {outcome}")
     if patch:
         patched = jsonpatch.apply_patch(copy.deepcopy(review["request"]["object"]), patch)
+        if _schema_valid(review["request"]["object"]):  # a hollowed input may already be off-schema
+            validate_strict(patched)
         again = _resent(review, "CREATE", patched)
         second = _patch_of(webhook.answer("mutate", again))
         assert second == [], f"{name}: re-review produced a patch: {second}\nfirst patch: {patch}"
