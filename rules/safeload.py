@@ -4,19 +4,23 @@ Documents hold JSON values only, as the API server's objects do: strings, finite
 and maps. Aliases are refused (a YAML bomb expands through them), so are tags that build anything else
 (`!!binary`, `!!timestamp`, `!!set`, `!!python/...`, local `!tags`) and the non-finite numbers `.nan`/`.inf` and
 JSON's `NaN`/`Infinity`, which no Kubernetes object can carry and kube-apiserver cannot decode. A date-like
-scalar stays the string it is written as (YAML 1.2 has no implicit timestamps).
+scalar stays the string it is written as (YAML 1.2 has no implicit timestamps). Map keys are strings, each once
+per map, and every string is Unicode text (no lone surrogate such as `"\\ud800"`), as in JSON that Go decodes.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
 import yaml
+
+from rules.quoting import clip, escaped
 
 
 class DocumentError(ValueError):
@@ -38,13 +42,20 @@ class _JsonTypesLoader(yaml.SafeLoader):
             _refuse(node, path, f"the YAML tag {_short_tag(node.tag)} is not accepted (only JSON values are)")
         if node.tag == "tag:yaml.org,2002:float" and not math.isfinite(self.construct_yaml_float(node)):
             _refuse(node, path, f"{node.value} is not accepted (only finite numbers are)")
+        if isinstance(node, yaml.ScalarNode) and (found := _SURROGATE.search(node.value)):
+            _refuse(node, path, _surrogate_problem(found.group()))
         if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
             for key, value in node.value:
                 if key.tag == "tag:yaml.org,2002:merge":
                     _refuse(key, path, "merge keys (<<) are not accepted")
                 self._check(key, path)
-                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
-                self._check(value, f"{path}.{name}" if path else str(name))
+                if key.tag != "tag:yaml.org,2002:str":
+                    _refuse(key, path, _key_problem(key))
+                if key.value in seen:
+                    _refuse(key, path, f'the key "{escaped(key.value)}" appears twice (a map has each key once)')
+                seen.add(key.value)
+                self._check(value, f"{path}.{key.value}" if path else str(key.value))
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
                 self._check(item, f"{path}[{i}]")
@@ -66,6 +77,22 @@ _JsonTypesLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+
+
+def _key_problem(key: Any) -> str:
+    """Why a map key that is not a string is refused: JSON (and so every Kubernetes object) keys maps by strings;
+    sigs.k8s.io/yaml refuses a null key, and one that silently became "1" or "true" would not be what was meant."""
+    kind = {"null": "null", "int": "a number", "float": "a number", "bool": "a boolean"}.get(
+        key.tag.removeprefix("tag:yaml.org,2002:"), "a list or a map"
+    )
+    if not isinstance(key, yaml.ScalarNode):
+        return f"a map key is {kind}, not a string"
+    shown = escaped(clip(key.value or "~", 40))
+    return f'the map key {shown} is {kind}, not a string (quote it: "{shown}")'
+
+
+def _surrogate_problem(char: str, where: str = "holds") -> str:
+    return f"{where} the lone surrogate {escaped(char)}, which is not Unicode text"
 
 
 def _short_tag(tag: str) -> str:
@@ -103,6 +130,49 @@ class JsonError(ValueError):
     """JSON text that cannot be read; the message says why (with line and column for syntax errors)."""
 
 
+class NotTextError(JsonError):
+    """JSON that decodes, but with a lone surrogate escape (`"\\ud800"`) in a string: no Unicode text, so no
+    UTF-8 writer (ours, the API server's) can echo it. `path` names the string, `problem` what it holds."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}" if path else problem)
+        self.path = path
+        self.problem = problem
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(value: Any) -> tuple[str, str] | None:
+    """(path, problem) of the first string, key or value, of a JSON value that holds a lone surrogate; None when
+    every string is Unicode text. Iterative: a value as deep as the decoder allows must not exhaust the stack."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if found := _SURROGATE.search(item):
+                return path, _surrogate_problem(found.group())
+        elif isinstance(item, dict):
+            for key, element in reversed(item.items()):
+                inner = _join_key(path, key)
+                if found := _SURROGATE.search(key):
+                    return inner, _surrogate_problem(found.group(), "the key holds")
+                stack.append((inner, element))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", element) for i, element in reversed(list(enumerate(item))))
+    return None
+
+
+def _join_key(path: str, key: str) -> str:
+    shown = escaped(clip(key, 60))
+    if _PLAIN_KEY.match(key):
+        return f"{path}.{shown}" if path else shown
+    return f"{path}[{shown}]"
+
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_]+$")
+
+
 def load_json(text: str | bytes) -> Any:
     """Strict `json.loads` whose every failure is a JsonError fit for a user: `NaN` and `Infinity` are refused,
     deep nesting (RecursionError) and overlong integers (a bare ValueError) are reported, not raised. Bytes must
@@ -112,7 +182,8 @@ def load_json(text: str | bytes) -> Any:
     the standard library is told to refuse, and a little more (a lone surrogate, nesting past 1,024); whatever
     it refuses, the standard library reads again, so the result and every error message stay the standard
     library's. The one silent difference, an integer past 64 bits read as a float, is kept from it: a text
-    with a run of 19 digits or more goes to the standard library directly.
+    with a run of 19 digits or more goes to the standard library directly. A lone surrogate escape the standard
+    library reads is then refused (NotTextError, naming the string): no UTF-8 writer can echo it back.
     """
     data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     if _LONG_DIGITS not in data.translate(_DIGITS):
@@ -123,13 +194,16 @@ def load_json(text: str | bytes) -> Any:
     if isinstance(text, bytes):
         text = text.decode("utf-8")
     try:
-        return _STRICT.decode(text)
+        value = _STRICT.decode(text)
     except json.JSONDecodeError as exc:
         raise JsonError(f"{exc.msg} at line {exc.lineno}, column {exc.colno}") from None
     except RecursionError:
         raise JsonError(NESTED_TOO_DEEPLY) from None
     except ValueError as exc:
         raise JsonError(_value_error(exc)) from None
+    if (lone := lone_surrogate(value)) is not None:
+        raise NotTextError(*lone)
+    return value
 
 
 def _reject_constant(name: str) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 from rules.messages import denial_message
 from rules.model import Decision, Json, Subject
 from rules.quoting import escaped
-from rules.safeload import NESTED_TOO_DEEPLY, JsonError, dump_json, load_json
+from rules.safeload import NESTED_TOO_DEEPLY, JsonError, NotTextError, dump_json, load_json
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 WARNING_LIMIT = 120
@@ -66,6 +66,8 @@ def decode_review(body: bytes) -> AdmissionRequest:
         doc = load_json(body)
     except UnicodeDecodeError as exc:
         raise ReviewError(f"request body is not UTF-8 (byte {exc.start})") from None
+    except NotTextError as exc:
+        raise ReviewError(str(exc)) from None
     except JsonError as exc:
         usable = "usable " if str(exc) == NESTED_TOO_DEEPLY else ""
         raise ReviewError(f"request body is not {usable}JSON: {exc}") from None

@@ -104,10 +104,9 @@ def _check_named_node(ctx: Context, spec: Mapping[str, Any], node_name: str, loc
         ctx.report(
             "spec.nodeSelector", f'node "{node_name}" (spec.nodeName) has {", ".join(misses)}; {KUBELET}', FAMILY
         )
-    required = required_node_affinity(spec)
-    if required is not None and not pod_fits_node({"affinity": spec.get("affinity")}, node):
-        terms = required.get("nodeSelectorTerms") or []
-        why = "; ".join(f"term {i}: {_failing(term, node)}" for i, term in enumerate(terms)) or "no terms"
+    terms = required_terms(spec)
+    if terms is not None and not pod_fits_node({"affinity": spec.get("affinity")}, node):
+        why = "; ".join(f"term {i}: {_failing(term, node)}" for i, term in enumerate(terms))
         ctx.report(
             REQUIRED_PATH,
             f'node "{node_name}" (spec.nodeName) matches none of the required terms ({why}); {KUBELET}',

@@ -13,7 +13,14 @@ from typing import Any
 
 from rules.annotations import PLACEMENT, PLACEMENTS
 from rules.context import Context, PodTarget
-from rules.kube.nodeaffinity import HOSTNAME_LABEL, REQUIRED, REQUIRED_KEY, merge_terms, name_requirement
+from rules.kube.nodeaffinity import (
+    HOSTNAME_LABEL,
+    REQUIRED,
+    REQUIRED_KEY,
+    merge_terms,
+    name_requirement,
+    selector_terms,
+)
 from rules.kube.volumes import ClaimVolume
 from rules.model import Json
 from rules.safeload import copy_json
@@ -63,8 +70,7 @@ def node_name_unsafe(volumes: Sequence[ClaimVolume], spec: Mapping[str, Any]) ->
 def pin_terms(terms: Sequence[Mapping[str, Any]] | None, node: str) -> list[Json]:
     """Add `metadata.name In [node]` to every term (terms are ORed: a new term would loosen the pod).
 
-    Only a pod without required node affinity gets a new term: an empty `nodeSelectorTerms` admits no node (the
-    API server refuses it), and a pin in it would make the pod valid and schedulable.
+    Only a pod without required node affinity (None: no terms at all, see `required_node_affinity`) gets a new term.
     """
     pin = {"matchFields": [name_requirement(node)]}
     return [merge_terms(term, pin) for term in terms] if terms is not None else [pin]
@@ -86,11 +92,7 @@ def unpin_terms(terms: Sequence[Mapping[str, Any]] | None, node: str) -> list[Js
 
 def current_terms(target: PodTarget) -> list[Json] | None:
     """The required terms as patched so far; None when the pod has no required node affinity."""
-    required = target.patch.get("spec", *REQUIRED, default=None)
-    if not isinstance(required, Mapping):
-        return None
-    # An empty list is not "unconstrained": it admits no node, and ANDing keeps it so.
-    return [dict(term) for term in required.get("nodeSelectorTerms") or ()]
+    return selector_terms(target.patch.get("spec", *REQUIRED, default=None))
 
 
 def write_required(target: PodTarget, terms: Sequence[Mapping[str, Any]] | None) -> None:

@@ -23,16 +23,26 @@ REQUIRED = ("affinity", "nodeAffinity", REQUIRED_KEY)
 
 
 def required_node_affinity(spec: Mapping[str, Any]) -> Any:
-    """The pod spec's required node affinity (a NodeSelector), or None."""
-    return ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED_KEY)
+    """The pod spec's required node affinity (a NodeSelector) when it has terms, else None.
+
+    The one notion of "no required node affinity" every rule shares: none at all, `{}`, `nodeSelectorTerms:
+    null` (what kube-apiserver sends for `{}`) or `[]`. The API server refuses a pod whose required node affinity
+    has no terms unless a mutation gives it some, so such a pod is placed like one without affinity: any other
+    reading makes the answer change when the patched pod is reviewed again.
+    """
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED_KEY)
+    return required if selector_terms(required) is not None else None
 
 
 def required_terms(spec: Mapping[str, Any]) -> list[Json] | None:
     """The pod spec's required node selector terms, or None when it has no required node affinity."""
-    required = required_node_affinity(spec)
-    if not required:
-        return None
-    return list(required.get("nodeSelectorTerms") or [])
+    return selector_terms(required_node_affinity(spec))
+
+
+def selector_terms(selector: Any) -> list[Json] | None:
+    """A NodeSelector's terms, or None when it has none (see `required_node_affinity`)."""
+    terms = selector.get("nodeSelectorTerms") if isinstance(selector, Mapping) else None
+    return [dict(term) for term in terms] if terms else None
 
 
 def term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
@@ -99,7 +109,7 @@ def node_selector_matches(selector: Mapping[str, str], node: Mapping[str, Any]) 
 def pod_fits_node(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     """Whether the node passes the pod's `nodeSelector` and required node affinity (kubelet's NodeAffinity).
 
-    A required node affinity that is present but has no terms matches no node, as in the API.
+    A term without requirements matches no node, as in the API; a required node affinity without terms is none.
     """
     if not node_selector_matches(spec.get("nodeSelector") or {}, node):
         return False

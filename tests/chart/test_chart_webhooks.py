@@ -142,14 +142,19 @@ def test_velero_node_agent_configmap_webhook() -> None:
 
 
 def test_match_conditions_skip_mirror_and_kubevirt_first_consumer_pods() -> None:
+    """Then `storage-pod` (tests/chart/test_chart_match_conditions.py), unless webhook.onlyStoragePods is false."""
     hooks = webhooks(render())
-    assert hooks["mutate.storage-affinity.io"]["matchConditions"] == [
+    assert hooks["mutate.storage-affinity.io"]["matchConditions"][:-1] == [
         {"name": "not-mirror-pod", "expression": NOT_MIRROR},
         {"name": "not-kubevirt-first-consumer", "expression": NOT_KUBEVIRT},
     ]
-    assert hooks["validate.storage-affinity.io"]["matchConditions"] == [
+    assert hooks["validate.storage-affinity.io"]["matchConditions"][:-1] == [
         {"name": "not-mirror-pod", "expression": NOT_MIRROR}
     ]
+    for hook in ("mutate.storage-affinity.io", "validate.storage-affinity.io"):
+        assert hooks[hook]["matchConditions"][-1]["name"] == "storage-pod"
+    every_pod = webhooks(render({"webhook": {"onlyStoragePods": False}}))
+    assert [c["name"] for c in every_pod["validate.storage-affinity.io"]["matchConditions"]] == ["not-mirror-pod"]
 
 
 def test_ca_bundle_per_certificate_mode() -> None:

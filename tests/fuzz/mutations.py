@@ -567,6 +567,8 @@ def _special_chars(alphabet: tuple[str, ...]) -> Mutation:
 
 control_chars = _special_chars(CONTROL)
 bidi_chars = _special_chars(BIDI)
+#: Lone surrogates: decoded by Python's JSON reader, refused by orjson and by every UTF-8 writer.
+lone_surrogates = _special_chars(("\ud800", "\udbff", "\udc00", "\udfff"))
 
 
 def envelope(draw: st.DrawFn, doc: Json) -> Json:
@@ -662,6 +664,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     huge_string,
     control_chars,
     bidi_chars,
+    lone_surrogates,
     enum_value,
     envelope,
     graft,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rules.safeload import JsonError, copy_json, dump_json, load_json
+from rules.safeload import JsonError, NotTextError, copy_json, dump_json, load_json
 
 
 def _stdlib_error(text: str) -> str:
@@ -35,7 +35,6 @@ def test_an_error_is_worded_as_the_standard_library_words_it(text: str) -> None:
         ('{"a": 123456789012345678901234567890}', {"a": 123456789012345678901234567890}),  # orjson: a float
         ('{"a": -9223372036854775809}', {"a": -9223372036854775809}),
         ('{"a": 18446744073709551616}', {"a": 18446744073709551616}),
-        ('"\\ud800"', "\ud800"),  # orjson refuses a lone surrogate; the standard library reads it
         ('{"a": 1, "a": 2}', {"a": 2}),
         ('{"a": 1.5, "b": -0, "c": 1E2}', {"a": 1.5, "b": 0, "c": 100.0}),
     ],
@@ -51,6 +50,41 @@ def test_values_are_read_as_the_standard_library_reads_them(text: str, expected:
 def test_non_finite_numbers_are_refused(text: str) -> None:
     with pytest.raises(JsonError, match=r"not a JSON value|not a finite number"):
         load_json(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "problem"),
+    [
+        ('"\\ud800"', "", "holds the lone surrogate \\ud800, which is not Unicode text"),
+        (
+            '{"request": {"uid": "a\\udfff"}}',
+            "request.uid",
+            "holds the lone surrogate \\udfff, which is not Unicode text",
+        ),
+        (
+            '{"a": [1, {"b": ["x", "\\udc00y"]}]}',
+            "a[1].b[1]",
+            "holds the lone surrogate \\udc00, which is not Unicode text",
+        ),
+        (
+            '{"labels": {"app/\\ud800": "x"}}',
+            "labels[app/\\ud800]",
+            "the key holds the lone surrogate \\ud800, which is not Unicode text",
+        ),
+        (
+            '{"n": 12345678901234567890, "s": "\\ud800"}',
+            "s",
+            "holds the lone surrogate \\ud800, which is not Unicode text",
+        ),
+    ],
+    ids=["document", "value", "nested", "key", "long digits"],
+)
+def test_a_lone_surrogate_is_refused_naming_the_string(text: str, path: str, problem: str) -> None:
+    """orjson refuses it, the standard library reads it, and no UTF-8 writer can echo it (it was a 500)."""
+    with pytest.raises(NotTextError) as caught:
+        load_json(text)
+    assert (caught.value.path, caught.value.problem) == (path, problem)
+    assert load_json('"\\ud83d\\ude00"') == "\U0001f600"  # a surrogate pair is one character
 
 
 def test_bytes_are_read_as_utf8_only() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules.kube.nodeaffinity import pod_fits_node, terms_key, terms_match, volume_terms_match
+from rules.kube.nodeaffinity import pod_fits_node, required_terms, terms_key, terms_match, volume_terms_match
 from rules.kube.nodeset import NodeSet
 from rules.memo import Memo
 from rules.model import Json
@@ -86,7 +86,8 @@ def test_any_fits_is_the_walk_over_every_node(
     def fits(candidate: Json) -> bool:
         return pod_fits_node(spec, candidate) and all(volume_terms_match(t, candidate) for t in pv_terms)
 
-    groups = [*pv_terms, *([required] if required is not None else [])]
+    own = required_terms(spec)  # no terms: no required node affinity
+    groups = [*pv_terms, *([own] if own is not None else [])]
     expected = any(fits(n) for n in cluster)
     nodeset = NodeSet(cluster)
     assert nodeset.any_fits("question", fits, groups, selector) is expected

@@ -161,3 +161,70 @@ The policy report resources the server may write, per reports.api: auto writes w
   verbs: [list, create, update, delete]
 {{- end }}
 {{- end }}
+
+{{/* CEL: the object's labels (a Pod's, or a Job's pod template's) match one LabelSelector. $labels is the CEL
+path of a metadata object ("object.metadata"); an empty selector matches every pod, as the server reads it. */}}
+{{- define "saw.celSelector" -}}
+{{- $meta := index . 0 }}
+{{- $selector := index . 1 }}
+{{- $labels := printf "%s.labels" $meta }}
+{{- $has := printf "has(%s)" $labels }}
+{{- $parts := list }}
+{{- range $key, $value := ($selector.matchLabels | default dict) }}
+{{- $parts = append $parts (printf "(%s && '%s' in %s && %s['%s'] == '%s')" $has $key $labels $labels $key $value) }}
+{{- end }}
+{{- range ($selector.matchExpressions | default list) }}
+{{- $values := list }}
+{{- range (.values | default list) }}{{ $values = append $values (printf "'%s'" .) }}{{ end }}
+{{- $in := printf "%s['%s'] in [%s]" $labels .key (join ", " $values) }}
+{{- if eq .operator "In" }}
+{{- $parts = append $parts (printf "(%s && '%s' in %s && %s)" $has .key $labels $in) }}
+{{- else if eq .operator "NotIn" }}
+{{- $parts = append $parts (printf "(!%s || !('%s' in %s) || !(%s))" $has .key $labels $in) }}
+{{- else if eq .operator "Exists" }}
+{{- $parts = append $parts (printf "(%s && '%s' in %s)" $has .key $labels) }}
+{{- else }}
+{{- $parts = append $parts (printf "(!%s || !('%s' in %s))" $has .key $labels) }}
+{{- end }}
+{{- end }}
+{{- if $parts }}({{ join " && " $parts }}){{ else }}true{{ end }}
+{{- end }}
+
+{{/* CEL: a metadata object carries an annotation the webhook reads: its own (storage-affinity.io/*), the
+csi-baremetal disk annotations (*.volumes.csi-baremetal.dell.com/*, affinity.csi-baremetal.dell.com/taint). */}}
+{{- define "saw.celReadAnnotations" -}}
+(has({{ . }}.annotations) && {{ . }}.annotations.exists(k, k.startsWith('storage-affinity.io/') || k.contains('volumes.csi-baremetal.dell.com/') || k == 'affinity.csi-baremetal.dell.com/taint'))
+{{- end }}
+
+{{/* CEL: a pod spec mounts a claim (a persistentVolumeClaim or a generic ephemeral volume). */}}
+{{- define "saw.celMountsClaim" -}}
+(has({{ . }}.volumes) && {{ . }}.volumes.exists(v, has(v.persistentVolumeClaim) || has(v.ephemeral)))
+{{- end }}
+
+{{/* CEL: a Pod, or a Job's pod template, the webhook can act on: it mounts a claim, carries an annotation the
+webhook reads, or its labels match a role selector of the policy (generated from policy.roles, so the condition
+follows the policy). $extra is ORed in (the validating webhook adds what only it reads). */}}
+{{- define "saw.celStoragePod" -}}
+{{- $root := index . 0 }}
+{{- $extra := index . 1 }}
+{{- $template := "object.spec.template" }}
+{{- $hasTemplate := printf "has(object.spec) && has(%s) && has(%s.metadata)" $template $template }}
+{{- $parts := list (printf "(has(object.spec) && %s)" (include "saw.celMountsClaim" "object.spec")) }}
+{{- $parts = append $parts (printf "(has(object.spec) && has(%s) && has(%s.spec) && %s)" $template $template (include "saw.celMountsClaim" (printf "%s.spec" $template))) }}
+{{- $parts = append $parts (include "saw.celReadAnnotations" "object.metadata") }}
+{{- $parts = append $parts (printf "(%s && %s)" $hasTemplate (include "saw.celReadAnnotations" (printf "%s.metadata" $template))) }}
+{{- range $role, $spec := ($root.Values.policy.roles | default dict) }}
+{{- range (($spec | default dict).selectors | default list) }}
+{{- $parts = append $parts (include "saw.celSelector" (list "object.metadata" .)) }}
+{{- $parts = append $parts (printf "(%s && %s)" $hasTemplate (include "saw.celSelector" (list (printf "%s.metadata" $template) .))) }}
+{{- end }}
+{{- end }}
+{{- if $extra }}{{ $parts = append $parts $extra }}{{ end }}
+{{- join " || " $parts }}
+{{- end }}
+
+{{/* CEL, validating only: what else it reads. A removed annotation on UPDATE (the old object's), and on Pod
+CREATE the placement of any pod with a node name, a nodeSelector or required node affinity. */}}
+{{- define "saw.celValidateAlso" -}}
+(request.operation == 'UPDATE' && has(oldObject.metadata) && {{ include "saw.celReadAnnotations" "oldObject.metadata" }}) || (request.operation == 'CREATE' && has(object.spec) && (has(object.spec.nodeName) || has(object.spec.nodeSelector) || (has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution))))
+{{- end }}

@@ -1,0 +1,137 @@
+"""The webhooks are called only for the pods they can act on, and that narrowing never changes an answer.
+
+The chart's `storage-pod` matchCondition (generated from the policy's role selectors) is evaluated with a CEL
+interpreter (cel-python) on every Pod and Job review of the test corpora (tests/chart/cel_corpus.py): wherever a
+webhook's matchConditions say "skip", the in-process pipeline must answer allowed, with no patch, no warning and no
+finding, since the API server will never ask it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import celpy
+import pytest
+from cel_corpus import Item, chart_roles, corpus, foreign_pod_creations, workload
+from chart_helpers import render, webhooks
+
+from rules import pipeline
+from tests.support import subject
+
+MUTATE = "mutate.storage-affinity.io"
+VALIDATE = "validate.storage-affinity.io"
+_ENV = celpy.Environment()
+
+
+@functools.cache
+def _programs(roles_json: str, only_storage_pods: bool = True) -> dict[str, list[tuple[str, Any]]]:
+    values = {"policy": {"roles": json.loads(roles_json)}, "webhook": {"onlyStoragePods": only_storage_pods}}
+    hooks = webhooks(render(values))
+    return {
+        name: [(c["name"], _ENV.program(_ENV.compile(c["expression"]))) for c in hooks[name].get("matchConditions", [])]
+        for name in (MUTATE, VALIDATE)
+    }
+
+
+def sent(hook: str, operation: str, obj: Any, old: Any, roles: Any, *, only_storage_pods: bool = True) -> bool:
+    """Whether the API server calls the webhook: every matchCondition true (an error would fail the call)."""
+    activation = {
+        "object": celpy.json_to_cel(obj),
+        "oldObject": celpy.json_to_cel(old),
+        "request": celpy.json_to_cel({"operation": operation}),
+    }
+    results = []
+    for name, program in _programs(json.dumps(roles, sort_keys=True), only_storage_pods)[hook]:
+        result = program.evaluate(activation)
+        assert isinstance(result, celpy.celtypes.BoolType), f"{name} gave {result!r}, not a bool"
+        results.append(bool(result))
+    return all(results)
+
+
+ITEMS = corpus()
+
+
+@pytest.mark.parametrize("item", ITEMS, ids=[item.name for item in ITEMS])
+def test_a_skipped_review_would_have_been_answered_with_nothing(item: Item) -> None:
+    roles = chart_roles(item.policy)
+    review = subject(item.obj, item.operation, item.old)
+    if item.operation == "CREATE" and not sent(MUTATE, item.operation, item.obj, item.old, roles):
+        decision = pipeline.mutate(review, item.view, item.policy)
+        assert decision.allowed and not decision.patch and not decision.warnings, decision
+    if not sent(VALIDATE, item.operation, item.obj, item.old, roles):
+        decision = pipeline.validate(review, item.view, item.policy)
+        assert decision.allowed and not decision.warnings and not decision.findings, decision
+
+
+def test_the_corpus_exercises_both_answers() -> None:
+    """Enough reviews are skipped, and enough sent, that the property above says something."""
+    verdicts = [sent(VALIDATE, item.operation, item.obj, item.old, chart_roles(item.policy)) for item in ITEMS]
+    assert len(ITEMS) > 250
+    assert sum(verdicts) > 200 and len(verdicts) - sum(verdicts) > 15, (sum(verdicts), len(verdicts))
+
+
+def test_role_selectors_follow_the_policy() -> None:
+    """A pod that only a custom role selector makes a mover is sent; with the default roles it is not."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "m", "labels": {"team": "movers", "tier": "x"}},
+           "spec": {"containers": [{"name": "c"}]}}  # fmt: skip
+    not_y = {"key": "tier", "operator": "NotIn", "values": ["y"]}
+    custom = {"mover": {"selectors": [{"matchLabels": {"team": "movers"}, "matchExpressions": [not_y]}]}}
+    default = chart_roles(pipeline_policy())
+    assert sent(MUTATE, "CREATE", pod, None, custom) is True
+    assert sent(MUTATE, "CREATE", pod, None, default) is False
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": pod}}
+    assert sent(MUTATE, "CREATE", job, None, custom) is True
+    negative = {"mover": {"selectors": [{"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}]}}
+    assert sent(MUTATE, "CREATE", pod, None, negative) is False
+    assert sent(MUTATE, "CREATE", {**pod, "metadata": {"name": "m"}}, None, negative) is True
+
+
+def test_a_removed_disk_annotation_is_still_validated_on_update() -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "m"}, "spec": {"containers": [{"name": "c"}]}}
+    old = {**pod, "metadata": {"name": "m", "annotations": {"affinity.volumes.csi-baremetal.dell.com/types": "x"}}}
+    roles = chart_roles(pipeline_policy())
+    assert sent(VALIDATE, "UPDATE", pod, old, roles) is True
+    assert sent(VALIDATE, "UPDATE", pod, pod, roles) is False
+
+
+def test_switched_off_every_pod_is_sent() -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "m"}, "spec": {"containers": [{"name": "c"}]}}
+    roles = chart_roles(pipeline_policy())
+    assert sent(MUTATE, "CREATE", pod, None, roles) is False
+    assert sent(MUTATE, "CREATE", pod, None, roles, only_storage_pods=False) is True
+
+
+def pipeline_policy() -> Any:
+    from rules.policy import default_policy
+
+    return default_policy()
+
+
+def share(pods: list[tuple[str, Any]], hook: str, *, only_storage_pods: bool) -> float:
+    roles = chart_roles(pipeline_policy())
+    return sum(sent(hook, "CREATE", pod, None, roles, only_storage_pods=only_storage_pods) for _, pod in pods) / len(
+        pods
+    )
+
+
+def test_share_of_pod_creations_sent_is_what_docs_performance_md_reports() -> None:
+    """docs/performance.md, "Which pod creations reach the webhook": the numbers it shows, recomputed."""
+    mix = foreign_pod_creations() + workload()
+    measured = {
+        (hook, only): round(100 * share(mix, hook, only_storage_pods=only))
+        for hook in (MUTATE, VALIDATE)
+        for only in (False, True)
+    }
+    assert measured == {
+        (MUTATE, False): 100,
+        (VALIDATE, False): 100,
+        (MUTATE, True): MUTATE_SHARE,
+        (VALIDATE, True): VALIDATE_SHARE,
+    }, measured
+
+
+#: docs/performance.md: 15 foreign fixtures and 100 creations of tests/chart/cel_corpus.py WORKLOAD.
+MUTATE_SHARE = 22
+VALIDATE_SHARE = 35
