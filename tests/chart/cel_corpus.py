@@ -48,7 +48,14 @@ def _reviews(named: list[tuple[str, Json]], view: ClusterIndex, pol: Policy, pre
 
 def _tables() -> Iterator[Item]:
     """The rule tables, each case's object built as its own test builds it."""
-    from tests.rules import test_coschedule, test_disk, test_loadaffinity, test_placement
+    from tests.rules import (
+        test_coschedule,
+        test_datasource,
+        test_disk,
+        test_loadaffinity,
+        test_nodeagents,
+        test_placement,
+    )
 
     for param in test_coschedule.load_cases():
         case = param.values[0]
@@ -59,6 +66,16 @@ def _tables() -> Iterator[Item]:
         view = view_from(*test_loadaffinity.CLUSTER, *(case.get("cluster") or ()))
         obj = test_loadaffinity.build(case["pod"])
         yield Item(f"loadaffinity: {case['name']}", "CREATE", obj, None, view, policy(case.get("policy") or {}))
+    for param in test_datasource.load_cases():
+        case = param.values[0]
+        view = view_from(*test_datasource.state_objects(case.get("state", [])))
+        obj = test_datasource.subject_object(case)
+        yield Item(f"datasource: {case['name']}", "CREATE", obj, None, view, policy(case.get("policy")))
+    for case in test_nodeagents.TABLE["cases"]:
+        state = [*test_nodeagents.CLUSTER, *test_nodeagents.TABLE["nodes"], *test_nodeagents.TABLE["claims"]]
+        view = view_from(*state, *(case.get("cluster") or ()), *test_nodeagents.agents(case))
+        obj = test_nodeagents.exposer_pod(case.get("pod") or {})
+        yield Item(f"nodeagents: {case['name']}", "CREATE", obj, None, view, policy(case.get("policy") or {}))
     for param in test_disk.cases():
         case = param.values[0]
         obj = test_disk.build(case)
