@@ -7,6 +7,7 @@ pods vs 100 pods interleaved round by round), because absolute numbers on a shar
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -16,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench import audit, floor, handler, load, report, saturation, servers, workload
+from bench import audit, datasources, flood, floor, handler, load, nodeagents, report, saturation, servers, workload
 from bench.report import save, step
 from testkit.server import issue_certs
 from webhook.policyfile import load_policy_file
@@ -28,6 +29,11 @@ SWEEP_RATE = 250  # requests/s: well below saturation, so latency is service tim
 FIXED_RATE = 300  # requests/s from 10 connections, as in production: p99 is service time plus a little queueing
 #: What saturates the server in the fairness step: the floor, and the two costliest review paths.
 SATURATED = (("allow", "mover"), ("mutate", "mover"), ("mutate", "backup"))
+#: The cluster the data-source step adds to the largest one: VolumeSnapshots (with contents) and VirtualMachines.
+SNAPSHOTS, VMS = 10_000, 1_000
+#: The kept run new review paths are compared with: a path's throughput ratio to /allow may drop 5 % at most.
+BASELINE = Path(__file__).resolve().parent / "results" / "2026-11-23-python-2core.json"
+BASELINE_PATHS = ("mover", "backup", "plain")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,6 +104,21 @@ def main(argv: list[str] | None = None) -> int:
         result["audit"] = audit.measure(
             tmp, certs, clusters[sizes[-1]], files["mover"], seconds=20 if args.quick else 60, interval=20, rate=200
         )
+
+        step(f"Velero node-agents at {' and '.join(f'{n:,}' for n in NODE_COUNTS)} nodes")
+        (tmp / "nodeagents").mkdir()
+        result["node_agents"] = {str(n): nodeagents.measure(tmp / "nodeagents", n) for n in NODE_COUNTS}
+
+        snapshots, vms = (SNAPSHOTS // 10, VMS // 10) if args.quick else (SNAPSHOTS, VMS)
+        step(f"data sources: {sizes[-1]:,} pods with {snapshots:,} snapshots and {vms:,} VMs")
+        result["data_sources"] = datasources.both(tmp / "datasources", certs, clusters[sizes[-1]], snapshots, vms)
+
+        step(f"new connections during a flood of {flood.IDLE_TCP:,} idle and {flood.STALLED_TLS} stalled connections")
+        flood.raise_file_limit(flood.IDLE_TCP + flood.STALLED_TLS)
+        result["flood"] = [
+            flood.run(workers, flood.SAMPLES, flood.IDLE_TCP, flood.STALLED_TLS, tmp / f"flood-{workers}")
+            for workers in (1, 2)
+        ]
 
     result["duration_s"] = round(time.time() - started, 1)
     result["targets"] = targets(result)
@@ -350,7 +371,71 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             unit="×",
         ),
     ]
+    out += _later_targets(r)
     return out
+
+
+def _later_targets(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """Node-agents, data sources, the connection flood, and the review paths against the kept run."""
+    t = report.target
+    agents = [r["node_agents"][str(n)] for n in NODE_COUNTS]
+    sources = r["data_sources"]
+    out = [
+        t(
+            f"node-agents: start to ready at {NODE_COUNTS[1]:,} nodes, node-agent pods ÷ another DaemonSet's",
+            agents[1]["ready_s_with_agents"] / agents[1]["ready_s_other_daemon"],
+            1.25,
+            unit="×",
+        ),
+        t(
+            f"node-agents: index bytes per node-agent pod at {NODE_COUNTS[1]:,} vs {NODE_COUNTS[0]:,} nodes",
+            agents[1]["bytes_per_agent_pod"] / agents[0]["bytes_per_agent_pod"],
+            1.25,
+            unit="×",
+        ),
+        t(
+            f"node-agents: backup review p50 at {NODE_COUNTS[1]:,} vs {NODE_COUNTS[0]:,} nodes",
+            agents[1]["reviews"]["all_ready_p50_ms"] / agents[0]["reviews"]["all_ready_p50_ms"],
+            1.5,
+            unit="×",
+        ),
+        t(
+            "data sources: replica RSS with snapshots and VMs followed ÷ without the groups",
+            sources["with_groups"]["loaded"]["replica_rss_mb"] / sources["without_groups"]["loaded"]["replica_rss_mb"],
+            1.25,
+            unit="×",
+        ),
+        t(
+            "data sources: start to every list loaded, with the groups ÷ without",
+            sources["with_groups"]["all_loaded_s"] / sources["without_groups"]["all_loaded_s"],
+            1.5,
+            unit="×",
+        ),
+        t(
+            "flood: slowest new connection's review (1 and 2 workers)",
+            max(x["with_flood"]["max_s"] for x in r["flood"]),
+            1.0,
+            unit=" s",
+        ),
+    ]
+    kept = {(x["path"], x["endpoint"]): x["rps_ratio"] for x in _baseline_stack() if x["tool"] == "wrk"}
+    now = {(x["path"], x["endpoint"]): x["rps_ratio"] for x in r["stack"] if x["tool"] == "wrk"}
+    for path in BASELINE_PATHS:
+        if (path, "mutate") in kept:
+            out.append(
+                t(
+                    f"{path} /mutate throughput ratio to /allow ÷ the kept run's ({BASELINE.stem})",
+                    now[(path, "mutate")] / kept[(path, "mutate")],
+                    0.95,
+                    at_most=False,
+                    unit="×",
+                )
+            )
+    return out
+
+
+def _baseline_stack() -> list[dict[str, Any]]:
+    return list(json.loads(BASELINE.read_text())["stack"])
 
 
 def _new_connection_p99(run: dict[str, Any]) -> float:
@@ -423,6 +508,29 @@ def summary(r: dict[str, Any]) -> str:
     lines += ["", "| Handler path | µs | JSON floor µs | ratio |", "|---|---:|---:|---:|"]
     for x in r["handler"]:
         lines.append(f"| /{x['endpoint']} {x['path']} | {x['us']} | {x['floor_us']} | {x['ratio']} |")
+    lines += [
+        "",
+        "| Nodes | ready s, node-agents | ready s, other DaemonSet | bytes per node-agent | backup review p50 ms "
+        "| first review after one went unready ms |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for count, x in r["node_agents"].items():
+        lines.append(
+            f"| {int(count):,} | {x['ready_s_with_agents']} | {x['ready_s_other_daemon']} | "
+            f"{x['bytes_per_agent_pod']} | {x['reviews']['all_ready_p50_ms']} | "
+            f"{x['reviews']['one_missing_first_ms']} |"
+        )
+    lines += ["", "| Data sources | first ready s | all loaded s | replica RSS MB |", "|---|---:|---:|---:|"]
+    for name, x in r["data_sources"].items():
+        lines.append(f"| {name} | {x['first_ready_s']} | {x['all_loaded_s']} | {x['loaded']['replica_rss_mb']} |")
+    lines += ["", "| Flood, workers | quiet median s | flood median s | flood max s | flood still open |"]
+    lines.append("|---:|---:|---:|---:|---|")
+    for x in r["flood"]:
+        q, f = x["without_flood"], x["with_flood"]
+        lines.append(
+            f"| {x['workers']} | {q['median_s']} | {f['median_s']} | {f['max_s']} | "
+            f"{x['flood_still_open']}/{x['flood_connections']} |"
+        )
     lines.append(
         f"\nindex ingest of {r['ingest']['pods']:,} pods: {r['ingest']['seconds']} s; run took {r['duration_s']} s"
     )

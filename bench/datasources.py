@@ -49,13 +49,20 @@ def main(argv: list[str] | None = None) -> int:
         certs = tmp / "certs"
         issue_certs(certs)
         objects = workload.base_objects() + workload.bulk_objects(args.pods)
-        objects += source_objects(objects, args.snapshots, args.vms)
-        for served in (False, True):
-            name = "with_groups" if served else "without_groups"
-            step(f"{name}: {args.pods:,} pods, {args.snapshots:,} snapshots, {args.vms:,} VMs")
-            result[name] = measure(tmp / name, certs, objects, served)
+        result |= both(tmp, certs, objects, args.snapshots, args.vms)
     print(save(result, keep=args.keep))
     return 0
+
+
+def both(tmp: Path, certs: Path, objects: list[Json], snapshots: int, vms: int) -> dict[str, Any]:
+    """The replica without the optional groups served, then with them and `snapshots` snapshots and `vms` VMs."""
+    objects = objects + source_objects(objects, snapshots, vms)
+    out: dict[str, Any] = {}
+    for served in (False, True):
+        name = "with_groups" if served else "without_groups"
+        step(f"{name}: {snapshots:,} snapshots, {vms:,} VMs")
+        out[name] = measure(tmp / name, certs, objects, served)
+    return out
 
 
 def source_objects(objects: list[Json], snapshots: int, vms: int) -> list[Json]:

@@ -64,6 +64,14 @@ def _flood(server: Server, idle: int, stalled: int) -> list[socket.socket]:
     return held
 
 
+def raise_file_limit(flood: int) -> None:
+    """Room for the flood's sockets in this process (the soft limit is often 1,024)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = flood + 512
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, hard), hard))
+
+
 def run(workers: int, samples: int, idle: int, stalled: int, tmp: Path) -> dict[str, Any]:
     body = REVIEW.read_bytes()
     args = ("--cluster", str(CLUSTER), "--read-timeout", "600")  # eviction makes room here, not the timeout
@@ -92,10 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stalled", type=int, default=STALLED_TLS, help="TLS handshakes stopped after the hello")
     parser.add_argument("--keep", metavar="NAME", help="also write bench/results/NAME.json (a run you report)")
     args = parser.parse_args(argv)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = args.idle + args.stalled + 512
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, hard), hard))
+    raise_file_limit(args.idle + args.stalled)
     result: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": []}
     with tempfile.TemporaryDirectory(prefix="saw-flood-") as tmp_dir:
         for workers in (1, 2):

@@ -203,6 +203,21 @@ def patch_sizes(nodes: int) -> dict[str, int]:
     }
 
 
+def measure(tmp: Path, nodes: int) -> dict[str, Any]:
+    """Readiness, index memory, review cost and patch sizes at `nodes` nodes, one node-agent each."""
+    without, with_agents = cluster(nodes, agents=False), cluster(nodes, agents=True)
+    bare, full = index_bytes(without), index_bytes(with_agents)
+    return {
+        "ready_s_other_daemon": round(readiness(tmp, without), 3),
+        "ready_s_with_agents": round(readiness(tmp, with_agents), 3),
+        "index_bytes_other_daemon": bare,
+        "index_bytes_with_agents": full,
+        "bytes_per_agent_pod": round((full - bare) / nodes),
+        "reviews": reviews(nodes),
+        "patch": patch_sizes(nodes),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.nodeagents", description=__doc__)
     parser.add_argument("--nodes", type=int, nargs="+", default=[100, 1_000, 10_000])
@@ -210,20 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result: dict[str, Any] = {"machine": machine(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     with tempfile.TemporaryDirectory(prefix="saw-nodeagents-") as tmp_dir:
-        tmp = Path(tmp_dir)
         for nodes in args.nodes:
             step(f"{nodes:,} nodes, one node-agent each")
-            without, with_agents = cluster(nodes, agents=False), cluster(nodes, agents=True)
-            bare, full = index_bytes(without), index_bytes(with_agents)
-            result[f"nodes_{nodes}"] = {
-                "ready_s_other_daemon": round(readiness(tmp, without), 3),
-                "ready_s_with_agents": round(readiness(tmp, with_agents), 3),
-                "index_bytes_other_daemon": bare,
-                "index_bytes_with_agents": full,
-                "bytes_per_agent_pod": round((full - bare) / nodes),
-                "reviews": reviews(nodes),
-                "patch": patch_sizes(nodes),
-            }
+            result[f"nodes_{nodes}"] = measure(Path(tmp_dir), nodes)
     print(save(result, keep=args.keep))
     return 0
 
