@@ -15,11 +15,11 @@ exactly theirs.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rules.kube.nodeaffinity import term_parses, volume_terms_match
+from rules.memo import Memo
 from rules.model import Json
 
 #: The full check of one node (nodeSelector, required terms, PV terms...).
@@ -43,9 +43,8 @@ class NodeSet:
             for key, value in (metadata.get("labels") or {}).items():
                 self._by_label.setdefault(str(key), {}).setdefault(str(value), set()).add(name)
         self._with_label = {key: frozenset().union(*values.values()) for key, values in self._by_label.items()}
-        self._memo: dict[Hashable, bool] = {}
-        self._sets: dict[Hashable, frozenset[str]] = {}
-        self._lock = threading.Lock()
+        self._memo: Memo[bool] = Memo(MEMO_SIZE)
+        self._sets: Memo[frozenset[str]] = Memo(SETS_MEMO_SIZE)
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -65,15 +64,7 @@ class NodeSet:
         `groups` (ORed term lists that must each hold) and `labels` (a nodeSelector) are requirements `fits` also
         checks: they only narrow the nodes checked, so they may leave out what `fits` checks, never add to it.
         """
-        found = self._memo.get(key)
-        if found is not None:
-            return found
-        found = any(fits(node) for node in self._narrowed(groups, labels))
-        with self._lock:
-            if len(self._memo) >= MEMO_SIZE:
-                self._memo.clear()
-            self._memo[key] = found
-        return found
+        return self._memo.get(key, lambda: any(fits(node) for node in self._narrowed(groups, labels)))
 
     def matching(
         self,
@@ -96,17 +87,12 @@ class NodeSet:
 
         For questions that need the nodes themselves (which of them run a node-agent), not only whether one fits.
         """
-        found = self._sets.get(key)
-        if found is not None:
-            return found
-        found = frozenset(
-            str((node.get("metadata") or {}).get("name") or "") for node in self.matching(fits, groups, labels)
+        return self._sets.get(
+            key,
+            lambda: frozenset(
+                str((node.get("metadata") or {}).get("name") or "") for node in self.matching(fits, groups, labels)
+            ),
         )
-        with self._lock:
-            if len(self._sets) >= SETS_MEMO_SIZE:
-                self._sets.clear()
-            self._sets[key] = found
-        return found
 
     def _narrowed(
         self, groups: Sequence[Sequence[Mapping[str, Any]]], labels: Mapping[str, str] | None
