@@ -51,6 +51,15 @@ def policy(doc: Json | None = None) -> Policy:
     return default_policy() if doc is None else policy_from_document(doc)
 
 
+def dig(obj: Any, *path: str) -> Any:
+    """The value at `path` in nested objects, or None where a part is missing."""
+    for part in path:
+        if not isinstance(obj, dict) or part not in obj:
+            return None
+        obj = obj[part]
+    return obj
+
+
 def load_yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
 

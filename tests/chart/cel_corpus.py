@@ -6,7 +6,6 @@ together with what the in-process pipeline needs to answer it (the cluster view 
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -79,12 +78,7 @@ def _tables() -> Iterator[Item]:
     for param in test_disk.cases():
         case = param.values[0]
         obj = test_disk.build(case)
-        old = None
-        if "old_annotations" in case:
-            old = copy.deepcopy(obj)
-            old["metadata"]["annotations"] = case["old_annotations"]
-            if old["metadata"]["annotations"] is None:
-                del old["metadata"]["annotations"]
+        old = test_disk.old_object(case, obj)
         yield Item(f"disk: {case['name']}", case.get("operation", "CREATE"), obj, old, view_from(), policy())
     for case in test_placement.CONSISTENCY["cases"]:
         view = view_from(*test_placement.cluster(case))

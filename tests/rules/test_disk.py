@@ -65,18 +65,24 @@ def cases() -> list[Any]:
     return out
 
 
+def old_object(case: Json, obj: Json) -> Json | None:
+    """The object before an UPDATE: `obj` with the case's `old_annotations` (null: none), or None for a CREATE."""
+    if "old_annotations" not in case:
+        return None
+    old = copy.deepcopy(obj)
+    old["metadata"]["annotations"] = case["old_annotations"]
+    if old["metadata"]["annotations"] is None:
+        del old["metadata"]["annotations"]
+    return old
+
+
 @pytest.mark.parametrize("case", cases())
 def test_disk_table(case: Json) -> None:
     if "statefulset" in case:
         validate_strict(case["statefulset"])
     obj = build(case)
     validate_strict(obj)  # the inputs are real objects: the API server would pass them to the webhook
-    old = None
-    if "old_annotations" in case:
-        old = copy.deepcopy(obj)
-        old["metadata"]["annotations"] = case["old_annotations"]
-        if old["metadata"]["annotations"] is None:
-            del old["metadata"]["annotations"]
+    old = old_object(case, obj)
     decision = pipeline.validate(subject(obj, case.get("operation", "CREATE"), old), view_from(), policy())
     assert [f.text() for f in decision.denials] == case.get("violations", [])
     assert decision.warnings == case.get("warnings", [])

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from rules.model import Json
-from tests.support import DATA, load_yaml, mutate_checked, policy, view_from
+from tests.support import DATA, dig, load_yaml, mutate_checked, policy, view_from
 
 TABLE = load_yaml(DATA / "loadaffinity" / "mutation.yaml")
 CLUSTER = load_yaml(DATA / "loadaffinity" / "cluster.yaml")
@@ -49,14 +49,6 @@ def build(spec: Json) -> Json:
 
 def pod_of(obj: Json) -> Json:
     return obj["spec"]["template"] if obj["kind"] == "Job" else obj
-
-
-def dig(obj: Any, *path: str) -> Any:
-    for part in path:
-        if not isinstance(obj, dict) or part not in obj:
-            return None
-        obj = obj[part]
-    return obj
 
 
 @pytest.mark.parametrize("case", TABLE["cases"], ids=[c["name"] for c in TABLE["cases"]])

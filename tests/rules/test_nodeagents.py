@@ -9,7 +9,7 @@ import pytest
 
 from rules.loadaffinity.nodeagents import node_agent_ready
 from rules.model import Json
-from tests.support import DATA, load_yaml, mutate_checked, policy, view_from
+from tests.support import DATA, dig, load_yaml, mutate_checked, policy, view_from
 
 TABLE = load_yaml(DATA / "loadaffinity" / "nodeagents.yaml")
 CLUSTER = load_yaml(DATA / "loadaffinity" / "cluster.yaml")
@@ -93,14 +93,6 @@ def agents(case: Json) -> list[Json]:
     pods = [agent_pod(node, state, namespace) for node, state in (case.get("agents") or {}).items()]
     pods += [agent_pod(node, state) for node, state in (case.get("other_agents") or {}).items()]
     return pods
-
-
-def dig(obj: Any, *path: str) -> Any:
-    for part in path:
-        if not isinstance(obj, dict) or part not in obj:
-            return None
-        obj = obj[part]
-    return obj
 
 
 @pytest.mark.parametrize("case", TABLE["cases"], ids=[c["name"] for c in TABLE["cases"]])
