@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from rules import pipeline
-from rules.causes import Stuck, StuckCause, duration, storage_pod, stuck_cause, stuck_seconds
+from rules.causes import Stuck, StuckCause, duration, storage_role, stuck_cause, stuck_seconds
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
@@ -135,12 +135,12 @@ def audit_object(
     if kind != "Pod" or not mutation.allowed:
         return report
     target = pipeline.pod_target(subject, policy, own_namespace)
-    report.role = target.role.role or ""
+    report.role = storage_role(target)
     report.phase = str((obj.get("status") or {}).get("phase") or "Pending")
     report.node = str((obj.get("spec") or {}).get("nodeName") or "")
     if report.role in PLACED_ROLES:
         _placement(report, target, final=final, mutation=mutation, view=view, policy=policy)
-    if now is not None and storage_pod(report.role):
+    if now is not None and report.role:
         _stuck(report, subject.obj or {}, target, view=view, policy=policy, now=now)
     if report.role in ("backup", "restore") and report.phase == "Pending":
         problem = pending_pod_problem(view, policy, namespace, final.get("spec") or {})

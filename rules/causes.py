@@ -12,15 +12,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from rules.annotations import FOLLOWS_VM
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import PodTarget
 from rules.coscheduling.anchors import Hold, age_key, claim_hold, name_of, node_of, parse_time
+from rules.datasource.mutation import conflict
+from rules.datasource.scope import cdi_worker, left_alone
+from rules.datasource.sources import NODE, SourcePlace, data_source_ref, source_places
+from rules.datasource.vm import vm_name, vm_spec, vms_to_follow
 from rules.kube.nodeaffinity import HOSTNAME_LABEL, pinned_node, pod_fits_node, required_terms, volume_terms_match
 from rules.kube.tolerations import untolerated_taint
 from rules.kube.volumes import OWNED, SINGLE_POD, ClaimVolume, node_local_terms
 from rules.loadaffinity.nodeagents import pending_pod_problem
 from rules.model import Json
-from rules.policy import Policy
+from rules.policy import ROLES, Policy
 from rules.quoting import clip, escaped
 
 
@@ -39,13 +44,20 @@ class StuckCause:
 
 #: How much of a message the scheduler or the kubelet wrote a cause quotes.
 MESSAGE_LIMIT = 300
-#: The roles whose stuck pods the audit explains.
-STUCK_ROLES = ("mover", "backup", "restore")
+#: The role the audit gives CDI's importer, upload and clone-source pods, which have no policy role.
+CDI_WORKER = "cdi-worker"
 
 
-def storage_pod(role: str) -> bool:
-    """Whether the audit explains this pod when it is stuck: the one test of "storage pod" every caller uses."""
-    return role in STUCK_ROLES
+def storage_role(target: PodTarget) -> str:
+    """The role under which the audit explains this pod when it is stuck: its policy role (mover, backup,
+    restore), or `cdi-worker` for a CDI worker pod not left alone; "" for any other pod. The one test of
+    "storage pod" every caller uses."""
+    role = target.role.role
+    if role is not None and role in ROLES:
+        return role
+    if target.role.exempt or cdi_worker(target.metadata) is None or left_alone(target.metadata):
+        return ""
+    return CDI_WORKER
 
 
 def stuck_seconds(pod: Mapping[str, Any], now: datetime) -> float | None:
@@ -110,6 +122,13 @@ class Stuck:
         """Who else mounts each ReadWriteOnce and ReadWriteOncePod claim of the pod."""
         considered = [v for v in self.volumes if v.access in (OWNED, SINGLE_POD) and v.claim]
         return [claim_hold(self.view, self.policy, self.target, v) for v in considered]
+
+    @functools.cached_property
+    def source_nodes(self) -> list[SourcePlace]:
+        """The pod's claims whose node-local snapshot or clone source ties them to one node
+        (rules/datasource/sources.py)."""
+        places = source_places(self.view, self.policy, self.target.namespace, self.volumes)
+        return [p for p in places if p.kind == NODE]
 
     @property
     def own_groups(self) -> list[list[Json]]:
@@ -204,6 +223,86 @@ def _read_write_once_pod(stuck: Stuck) -> str | None:
             holder = min(hold.holders, key=age_key)
             where = f" on node {node_of(holder)}" if node_of(holder) else ""
             return f"ReadWriteOncePod claim {hold.claim} is in use by pod {name_of(holder)}{where}"
+    return None
+
+
+def _source_not_ready(stuck: Stuck) -> str | None:
+    """A claim the provisioner cannot fill yet because its source is missing or not ready: the CSI
+    external-provisioner refuses a VolumeSnapshot that is not readyToUse and a source claim that is not Bound, and
+    retries until it is (kubernetes-csi/external-provisioner pkg/controller/controller.go getSnapshotSource,
+    getPVCSource)."""
+    for volume in stuck.volumes:
+        ref = data_source_ref(volume.pvc) if volume.pvc is not None and not volume.bound else None
+        if ref is None:
+            continue
+        namespace, name = str(ref.get("namespace") or stuck.target.namespace), str(ref["name"])
+        if ref.get("kind") == "VolumeSnapshot":
+            snapshot = stuck.view.volume_snapshot(namespace, name)
+            missing = f"VolumeSnapshot {namespace}/{name}"
+            if snapshot is None:
+                return f"claim {volume.claim} is restored from {missing}, which does not exist"
+            if (snapshot.get("status") or {}).get("readyToUse") is not True:
+                return f"claim {volume.claim} is restored from {missing}, which is not ready to use yet"
+            continue
+        source = stuck.view.pvc(namespace, name)
+        if source is None:
+            return f"claim {volume.claim} is cloned from claim {namespace}/{name}, which does not exist"
+        phase = (source.get("status") or {}).get("phase") or "Pending"
+        if phase != "Bound":
+            return f"claim {volume.claim} is cloned from claim {namespace}/{name}, which is {phase}, not Bound"
+    return None
+
+
+def _sources_apart(stuck: Stuck) -> str | None:
+    return conflict(stuck.source_nodes) or None
+
+
+def _source_elsewhere(stuck: Stuck) -> str | None:
+    nodes = stuck.source_nodes
+    if not nodes or conflict(nodes):
+        return None
+    place = nodes[0]
+    where = f"claim {place.claim} is restored from {place.source}, which lives on node {place.node}"
+    if stuck.node_name:
+        return f"{where}; the pod is on node {stuck.node_name}" if stuck.node_name != place.node else None
+    node = stuck.view.node(place.node)
+    if node is None:
+        return f"{where}; node {place.node} does not exist"
+    if not pod_fits_node(stuck.spec, node):
+        return f"{where}; the pod's nodeSelector and required node affinity exclude that node"
+    why = _unusable(node, stuck.spec, scheduled=False)
+    return None if why is None else f"{where}; node {place.node} {why[1]}"
+
+
+def _vm_apart(stuck: Stuck) -> str | None:
+    """A CDI worker that follows the VM which will use its disk and is left with no node: CDI's workload
+    placement and the VM's constraints have no node in common (kubevirt/containerized-data-importer#4275)."""
+    if stuck.node_name or cdi_worker(stuck.target.metadata) is None:
+        return None
+    followed = str((stuck.target.metadata.get("annotations") or {}).get(FOLLOWS_VM) or "").split(",")
+    if next(stuck.fitting(lambda n: pod_fits_node(stuck.spec, n), stuck.own_groups), None) is not None:
+        return None  # it can be scheduled somewhere: not stuck by its constraints
+    for follow in vms_to_follow(stuck.view, stuck.target.namespace, stuck.volumes):
+        for vm in follow.vms:
+            if vm_name(vm) not in followed:
+                continue
+            spec = vm_spec(vm)
+            terms = required_terms(spec)
+
+            def fits(node: Json, spec: Mapping[str, Any] = spec) -> bool:
+                return pod_fits_node(spec, node)
+
+            groups = [terms] if terms is not None else []
+            vm_nodes = stuck.view.node_set().matching(fits, groups, spec.get("nodeSelector") or None)
+            allowed = sorted(vm_nodes, key=name_of)
+            on = f"it follows VM {vm_name(vm)}, which will use claim {follow.claim}"
+            if not allowed:
+                return f"{on}: the VM's nodeSelector and required node affinity match no node"
+            shown = ", ".join(name_of(n) for n in allowed[:3]) + (", …" if len(allowed) > 3 else "")
+            return (
+                f"{on} and may run on {shown}; with its own nodeSelector and required node affinity (CDI's "
+                "workload placement) no node is left"
+            )
     return None
 
 
@@ -386,7 +485,38 @@ NODE_AGENT_CAUSES: tuple[Cause, ...] = (
     ),
 )
 #: Whether the pod's data source (a clone's source, a snapshot) can be read where the pod must run.
-DATA_SOURCE_CAUSES: tuple[Cause, ...] = ()
+DATA_SOURCE_CAUSES: tuple[Cause, ...] = (
+    Cause(
+        "DataSourceNotReady",
+        "A claim of the pod is restored or cloned from a source that does not exist or is not ready (a VolumeSnapshot "
+        "not readyToUse, a source claim missing or not Bound): it cannot be provisioned yet.",
+        "Create the source or get it ready (kubectl describe volumesnapshot or pvc says why it is not).",
+        _source_not_ready,
+    ),
+    Cause(
+        "DataSourcesApart",
+        "Claims of the pod are restored or cloned from node-local sources on different nodes: one pod can never "
+        "provision them all (backube/volsync#1019).",
+        "Restore or clone the claims from sources on one node, or use one pod per claim.",
+        _sources_apart,
+    ),
+    Cause(
+        "DataSourceElsewhere",
+        "A claim of the pod is restored or cloned from a node-local source on a node the pod is not on or cannot "
+        "use (backube/volsync#1019, kubevirt/containerized-data-importer#3287).",
+        "Let the pod reach the source's node (uncordon it, widen the pod's node affinity), or delete the pod so the "
+        "webhook places the next one there.",
+        _source_elsewhere,
+    ),
+    Cause(
+        "VMPlacementConflict",
+        "A CDI worker follows the VM that will use its disk and no node is left: CDI's workload placement and the "
+        "VM's constraints have no node in common (kubevirt/containerized-data-importer#4275).",
+        "Let CDI's workload placement (the CDI resource's spec.workloads) reach a node where the VM may run, or widen "
+        "the VM's nodeSelector and node affinity.",
+        _vm_apart,
+    ),
+)
 #: Whether the nodes the volumes can be used from and the nodes the pod may run on meet.
 TOPOLOGY_CAUSES: tuple[Cause, ...] = (
     Cause(

@@ -26,6 +26,7 @@ from monitoring_helpers import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from rules.causes import CODES
 from testkit.fakeapi import running_fake_api
 from testkit.server import running_server
 from tests.state.objects import node, storage_class
@@ -44,12 +45,28 @@ def sampled(exposition: str) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def first_scrape(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+def first_exposition(tmp_path_factory: pytest.TempPathFactory) -> str:
     tmp: Path = tmp_path_factory.mktemp("first-scrape")
     with running_fake_api(node("n1"), storage_class("fast")) as api:
         kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
         with running_server(tmp, "--kubeconfig", str(kubeconfig)) as server, server.session() as session:
-            return sampled(session.get(server.url + "/metrics", timeout=10).text)
+            return str(session.get(server.url + "/metrics", timeout=10).text)
+
+
+@pytest.fixture(scope="module")
+def first_scrape(first_exposition: str) -> set[str]:
+    return sampled(first_exposition)
+
+
+def test_first_scrape_has_a_stuck_pod_series_for_every_cause(first_exposition: str) -> None:
+    """The "Stuck storage pods by cause" panel shows each cause, 0 until a pod has it."""
+    causes = {
+        sample.labels["cause"]: sample.value
+        for family in text_string_to_metric_families(first_exposition)
+        for sample in family.samples
+        if sample.name == "storage_affinity_audit_stuck_pods"
+    }
+    assert causes == dict.fromkeys(CODES, 0.0)
 
 
 @pytest.mark.parametrize("query", [pytest.param(q, id=q.where) for q in QUERIES])

@@ -47,9 +47,21 @@ def until(server: Server, expected: dict[str, float], deadline: float = 30.0) ->
 
 
 def test_the_in_server_audit_counts_stuck_pods_by_cause(tmp_path: Path) -> None:
-    objects = copy.deepcopy([*TABLE["base"], *(o for c in CASES for o in [*c.get("state", ()), c["stuck"]])])
+    listed = [*TABLE["base"], *(o for c in CASES for o in [*c.get("state", ()), c["stuck"]])]
+    # once each: cases share some objects (YAML anchors), and the API refuses a second create
+    unique = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in listed}
+    objects = copy.deepcopy(list(unique.values()))
     expected = Counter(c["cause"] for c in CASES)
-    assert set(expected) == {"MultiAttach", "ReadWriteOncePodInUse", "NoNodeAgent", "VolumeTopologyConflict"}
+    assert set(expected) == {
+        "MultiAttach",
+        "ReadWriteOncePodInUse",
+        "NoNodeAgent",
+        "DataSourceNotReady",
+        "DataSourcesApart",
+        "DataSourceElsewhere",
+        "VMPlacementConflict",
+        "VolumeTopologyConflict",
+    }
     with running_fake_api(*objects) as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         with running_server(tmp_path, "--kubeconfig", str(kubeconfig), "--audit-interval", "0.5") as server:

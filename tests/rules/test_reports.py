@@ -106,20 +106,22 @@ def test_a_stuck_pod_carries_its_cause_code() -> None:
     assert [r["properties"] for r in result] == [{"field": "spec.nodeName", "cause": "MultiAttach"}]
 
 
-def test_a_stuck_pod_is_reported_with_its_cause_and_remedy() -> None:
-    """The audit's own stuck-pod finding (tests/data/audit/causes.yaml, backube/volsync#17) becomes a result that
-    carries the cause code and the remedy."""
-    case = next(c for c in CAUSES_TABLE["cases"] if c["cause"] == "MultiAttach")
+@pytest.mark.parametrize("code", ["MultiAttach", "DataSourceElsewhere", "VMPlacementConflict"])
+def test_a_stuck_pod_is_reported_with_its_cause_and_remedy(code: str) -> None:
+    """The audit's own stuck-pod finding (tests/data/audit/causes.yaml: a VolSync mover, a CDI importer) becomes a
+    result that carries the cause code and the remedy."""
+    case = next(c for c in CAUSES_TABLE["cases"] if c["cause"] == code)
     state = [*CAUSES_TABLE["base"], *case.get("state", ()), case["stuck"]]
     audits = audit_objects(
         [case["stuck"]], view_from(*state), policy(), now=datetime.fromisoformat(CAUSES_TABLE["now"])
     )
-    report = build_reports(audits, WGPOLICY, now=1)[("shop", REPORT_NAME)]
+    namespace = case["stuck"]["metadata"]["namespace"]
+    report = build_reports(audits, WGPOLICY, now=1)[(namespace, REPORT_NAME)]
     check_shape(report, WGPOLICY)
     [result] = [r for r in report["results"] if r["policy"] == STUCK]
     (cause,) = [a.cause for a in audits]
     assert cause is not None and (result["rule"], result["result"]) == ("status", "warn")
-    assert result["properties"] == {"field": "status", "cause": "MultiAttach", "remedy": cause.remedy}
+    assert result["properties"] == {"field": "status", "cause": code, "remedy": cause.remedy}
 
 
 def test_no_findings_no_report() -> None:
