@@ -93,3 +93,15 @@ def test_stuck_storage_pods_are_counted_by_cause(tmp_path: Path) -> None:
     rt.view = load_static_state([DATA / "audit" / "clean.yaml"])
     loop.run_once()
     assert {stuck(code) for code in CODES} == {0}
+
+
+def test_the_line_a_run_logs_is_the_one_the_audit_bench_reads(caplog: pytest.LogCaptureFixture) -> None:
+    """bench/audit.py times each audit by this log line; a new wording must not blind it."""
+    from bench.audit import _FINISHED
+
+    with caplog.at_level("INFO", logger="webhook.auditloop"):
+        AuditLoop(runtime(*CLUSTER), interval=60).run_once()
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("audit: ")]
+    found = _FINISHED.search(line)
+    assert found is not None, line
+    assert int(found["objects"]) > 0
