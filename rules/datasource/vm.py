@@ -183,8 +183,7 @@ def vm_disk_problems(vm: Mapping[str, Any], view: ClusterView) -> list[tuple[str
             (
                 "spec.template.spec",
                 f"VM {name}: {disk_label(view, namespace, claim, 'DataVolume/claim')} is bound on node {node_name}, "
-                f"which fails the VM's {failed}: "
-                "the VM can never start",
+                f"which fails the VM's {failed}: the VM can never start",
             )
         )
     return problems
