@@ -1,11 +1,11 @@
 """`python -m bench.datasources`: readiness time and memory of one replica when the cluster also holds
-VolumeSnapshots (with their contents) and KubeVirt VirtualMachines, which the server follows only because their
-API groups are served (docs/design.md#12-data-sources).
+VolumeSnapshots (with their contents), KubeVirt VirtualMachines and CDI DataVolumes, which the server follows only
+because their API groups are served (docs/design.md#12-data-sources).
 
 The cluster is the benchmark's (`bench.workload`: pods, a fifth with a claim and a PV, pods/100 nodes) plus
 `--snapshots` VolumeSnapshots of those claims with their VolumeSnapshotContents and `--vms` VirtualMachines, each
-with a DataVolume template and a node selector. The same run without the optional groups served is the baseline:
-the difference is what following them costs.
+with a DataVolume template and a node selector, and that DataVolume (CDI's, once imported). The same run without the
+optional groups served is the baseline: the difference is what following them costs.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from rules.model import Json
 from testkit.fakeapi import FakeKubeAPI
 from testkit.server import issue_certs
 
-OPTIONAL = ("VolumeSnapshot", "VolumeSnapshotContent", "VirtualMachine")
+OPTIONAL = ("VolumeSnapshot", "VolumeSnapshotContent", "VirtualMachine", "DataVolume")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +66,8 @@ def both(tmp: Path, certs: Path, objects: list[Json], snapshots: int, vms: int) 
 
 
 def source_objects(objects: list[Json], snapshots: int, vms: int) -> list[Json]:
-    """Snapshots (and contents) of the first `snapshots` bound claims, and `vms` VMs, one DataVolume each."""
+    """Snapshots (and contents) of the first `snapshots` bound claims, and `vms` VMs, one DataVolume each (its
+    object too, as CDI leaves it once the import succeeded)."""
     claims = [o for o in objects if o["kind"] == "PersistentVolumeClaim" and o["spec"].get("volumeName")]
     out: list[Json] = []
     for i, claim in enumerate(claims[:snapshots]):
@@ -112,6 +113,15 @@ def source_objects(objects: list[Json], snapshots: int, vms: int) -> list[Json]:
                         }
                     },
                 },
+            }
+        )
+        out.append(
+            {
+                "apiVersion": "cdi.kubevirt.io/v1beta1",
+                "kind": "DataVolume",
+                "metadata": {"name": disk, "namespace": f"team-{i % 50:02d}"},
+                "spec": {"source": {"blank": {}}, "storage": {"resources": {"requests": {"storage": "30Gi"}}}},
+                "status": {"phase": "Succeeded", "claimName": disk, "progress": "100.0%"},
             }
         )
     return out

@@ -91,7 +91,7 @@ def live_server(
     served_groups: bool = True,
 ) -> Iterator[Running]:
     """State listed and watched from an API server holding `objects` (the same ingest path as production);
-    `served_groups=False`: a cluster without the snapshot and KubeVirt CRDs."""
+    `served_groups=False`: a cluster without the snapshot, KubeVirt and CDI CRDs."""
     tmp.mkdir(parents=True)
     api = FakeKubeAPI(bookmark_interval=30.0)  # the default 0.2 s would put bookmark traffic into the latencies
     if not served_groups:

@@ -59,3 +59,7 @@ class ClusterView(Protocol):
     def virtual_machines_using(self, namespace: str, claim: str) -> list[Json]:
         """KubeVirt VirtualMachines in `namespace` that name `claim` as a DataVolume (template) or a claim."""
         ...
+
+    def data_volume(self, namespace: str, name: str) -> Json | None:
+        """A CDI DataVolume (cdi.kubevirt.io); None when unknown or its API is not served."""
+        ...

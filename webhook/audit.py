@@ -128,28 +128,37 @@ def objects_from_api(
 
 def _virtual_machines(api: Any, namespace: str | None, index: ClusterIndex) -> list[Json]:
     """KubeVirt VirtualMachines, audited against the nodes their disks are bound on, when the cluster serves
-    kubevirt.io; none (not an error) when it does not."""
+    kubevirt.io; none (not an error) when it does not. CDI's DataVolumes come into the index too (when
+    cdi.kubevirt.io is served), so a finding names a disk's DataVolume and its phase."""
+    _custom_objects(api, namespace, index, ("cdi.kubevirt.io", "v1beta1", "datavolumes"), "DataVolume")
+    return _custom_objects(api, namespace, index, ("kubevirt.io", "v1", "virtualmachines"), "VirtualMachine")
+
+
+def _custom_objects(
+    api: Any, namespace: str | None, index: ClusterIndex, resource: tuple[str, str, str], kind: str
+) -> list[Json]:
+    """Every object of a CRD's resource, put into the index; none when its group is not served."""
     from kubernetes import client
 
     from webhook.state.watch import list_pages
 
     custom = client.CustomObjectsApi(api)
-    group = ("kubevirt.io", "v1")
+    group, version, plural = resource
     call, args = (
-        (custom.list_cluster_custom_object, (*group, "virtualmachines"))
+        (custom.list_cluster_custom_object, (group, version, plural))
         if namespace is None
-        else (custom.list_namespaced_custom_object, (*group, namespace, "virtualmachines"))
+        else (custom.list_namespaced_custom_object, (group, version, namespace, plural))
     )
     try:
-        vms = list(list_pages(call, *args, page_size=500, timeout=60))
+        objects = list(list_pages(call, *args, page_size=500, timeout=60))
     except client.ApiException as exc:
         if exc.status == 404:
             return []
         raise
-    for vm in vms:
-        vm["kind"] = "VirtualMachine"
-        index.apply(vm)
-    return vms
+    for obj in objects:
+        obj["kind"] = kind
+        index.apply(obj)
+    return objects
 
 
 def _namespaced(core: Any, what: str, namespace: str | None) -> tuple[Callable[..., Any], tuple[str, ...]]:

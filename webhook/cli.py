@@ -164,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help=(
             "cluster state manifests (Pods, PVCs, PVs, StorageClasses, Nodes, ConfigMaps, VolumeSnapshots,"
-            " VolumeSnapshotContents, VirtualMachines)"
+            " VolumeSnapshotContents, VirtualMachines, DataVolumes)"
         ),
     )
     rev.add_argument("--namespace", default="", help="the webhook's own namespace (exempt)")

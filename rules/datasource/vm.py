@@ -7,7 +7,8 @@ the worker's own) and its tolerations, recorded by `storage-affinity.io/follows-
 The worker mounts the target claim itself, or CDI's populator claim `prime-<target uid>`, owned by the target
 claim (pkg/controller/populators/populator-base.go createPVCPrime); the target claim has the DataVolume's name,
 which the VM names in `spec.dataVolumeTemplates` or a `dataVolume` volume (or the claim in a
-`persistentVolumeClaim` volume).
+`persistentVolumeClaim` volume). When the DataVolume itself is known (cdi.kubevirt.io served), reasons and audit
+findings name it with its phase.
 """
 
 from __future__ import annotations
@@ -40,6 +41,25 @@ def target_claim(view: ClusterView, namespace: str, volume: ClaimVolume) -> Json
         if isinstance(owner, Mapping) and owner.get("kind") == "PersistentVolumeClaim" and owner.get("name"):
             return view.pvc(namespace, str(owner["name"]))
     return None
+
+
+def data_volume_of(view: ClusterView, namespace: str, claim: str) -> Json | None:
+    """The DataVolume whose claim `claim` is: CDI names a DataVolume's claim after it, in its namespace
+    (pkg/controller/datavolume/controller-base.go createPvcForDatavolume) and reports it in `status.claimName`."""
+    dv = view.data_volume(namespace, claim)
+    if dv is None:
+        return None
+    named = (dv.get("status") or {}).get("claimName")
+    return dv if named in (None, "", claim) else None
+
+
+def disk_label(view: ClusterView, namespace: str, claim: str, unknown: str) -> str:
+    """How reasons and findings name a disk: its DataVolume with its phase when known, else `unknown <claim>`."""
+    dv = data_volume_of(view, namespace, claim)
+    if dv is None:
+        return f"{unknown} {claim}"
+    phase = (dv.get("status") or {}).get("phase") or "no phase yet"
+    return f"DataVolume {claim} ({phase})"
 
 
 def _waits_for_consumer(view: ClusterView, pvc: Mapping[str, Any]) -> bool:
@@ -115,7 +135,8 @@ def follow_vm(ctx: Context, target: PodTarget) -> None:
                 terms = and_terms(terms, vm_terms)
             tolerations = merge_tolerations(tolerations, list(spec.get("tolerations") or ()))
             followed.append(name)
-            ctx.reason(f"cdi: claim {follow.claim} will be used by VM {name}: the worker follows its constraints")
+            disk = disk_label(ctx.view, target.namespace, follow.claim, "claim")
+            ctx.reason(f"cdi: {disk} will be used by VM {name}: the worker follows its constraints")
     if not followed:
         return
     if terms != original_terms:
@@ -161,8 +182,8 @@ def vm_disk_problems(vm: Mapping[str, Any], view: ClusterView) -> list[tuple[str
         problems.append(
             (
                 "spec.template.spec",
-                f"VM {name}: DataVolume/claim {claim} is bound on node {node_name}, which fails the VM's {failed}: "
-                "the VM can never start",
+                f"VM {name}: {disk_label(view, namespace, claim, 'DataVolume/claim')} is bound on node {node_name}, "
+                f"which fails the VM's {failed}: the VM can never start",
             )
         )
     return problems

@@ -319,11 +319,13 @@ VIRTUAL_MACHINE = obj(
         ),
     }
 )
+DATA_VOLUME = obj({"metadata": METADATA, "status": obj({"phase": string, "claimName": string})})
 SHAPES.update(
     {
         "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIM,
         "VolumeSnapshot": VOLUME_SNAPSHOT,
         "VolumeSnapshotContent": VOLUME_SNAPSHOT_CONTENT,
         "VirtualMachine": VIRTUAL_MACHINE,
+        "DataVolume": DATA_VOLUME,
     }
 )

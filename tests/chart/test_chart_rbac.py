@@ -22,6 +22,7 @@ READ_RULES = [
         "verbs": READ,
     },
     {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachines"], "verbs": READ},
+    {"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes"], "verbs": READ},
 ]
 # The only rules that may write, all of them certificate mode self.
 SELF_ROLE_RULES = [

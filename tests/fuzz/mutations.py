@@ -101,6 +101,8 @@ def live_built_seeds() -> st.SearchStrategy[tuple[str, Json, tuple[Json, ...]]]:
             lambda co: ("configmap", _review(co[0], co[1]), cluster_state())
         ),
         s.velero_config_map().map(lambda cm: ("velero configmap", _review(cm), cluster_state())),
+        s.data_source_scenarios().map(lambda sc: ("data source", _review(sc[1]), tuple(sc[0]))),
+        s.cdi_scenarios().map(lambda sc: ("cdi worker", _review(sc[1]), tuple(sc[0]))),
     )
 
 

@@ -10,8 +10,9 @@ rules/loadaffinity/mutation.py write exactly these):
 - `spec.nodeName`: set when empty, never re-pinned;
 - `metadata.annotations[storage-affinity.io/co-scheduled-with]`, `[.../load-affinity-applied]` and
   `[.../node-agent-restricted]` (rules/loadaffinity/nodeagents.py): the records (and `[.../data-source-placed]`,
-  `[.../follows-vm]` of rules/datasource; a CDI worker following a VM also gets the VM's nodeSelector keys, which
-  the fuzzed cluster states, holding no VMs, never produce).
+  `[.../follows-vm]` of rules/datasource);
+- `spec.nodeSelector[<key>]` for every key, added never changed, when the patched pod records `follows-vm`: a CDI
+  worker following a VM gets the VM's nodeSelector (rules/datasource/vm.py).
 For a Job the same fields under `spec.template`. Parents of owned fields may be created to hold them.
 """
 
@@ -51,9 +52,18 @@ POD_OWNED: Mapping[Path, str] = {
 _MISSING = object()
 
 
-def owned_paths(kind: str) -> dict[Path, str]:
+def owned_paths(kind: str, patched: Mapping[str, Any] | None = None) -> dict[Path, str]:
+    """The owned paths of a Pod or Job; with the `patched` object, also the nodeSelector keys a VM gave it."""
     prefix: Path = ("spec", "template") if kind == "Job" else ()
-    return {prefix + path: rule for path, rule in POD_OWNED.items()}
+    owned = {prefix + path: rule for path, rule in POD_OWNED.items()}
+    pod: Any = patched or {}
+    for part in prefix:
+        pod = (pod.get(part) if isinstance(pod, Mapping) else None) or {}
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if FOLLOWS_VM in annotations:
+        for key in (pod.get("spec") or {}).get("nodeSelector") or {}:
+            owned[(*prefix, "spec", "nodeSelector", str(key))] = ADD
+    return owned
 
 
 def foreign_changes(original: Any, patched: Any, owned: Mapping[Path, str]) -> list[str]:

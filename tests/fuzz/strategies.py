@@ -51,6 +51,13 @@ ACCESS_MODES = ("ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany", "ReadOnlyM
 VALID_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 ODD_OPERATORS = ("Wat", "in", "")
 TIMESTAMPS = ("2026-11-20T08:00:00Z", "2026-11-20T09:00:00Z", "2026-11-21T08:00:00Z", "not-a-time")
+#: Data sources and CDI (rules/datasource): snapshots, VMs, a CSI driver of the default policy's node-local list
+#: beside a network one, and CDI's populator claim of `data` (`prime-<target uid>`, owned by the target claim).
+SNAPSHOTS = ("snap-1", "snap-2")
+VMS = ("vm-1", "vm-2")
+DRIVERS = ("example.csi", "topolvm.io")
+PRIME_CLAIM = "prime-5d3c2b1a-0f9e-4d8c-b7a6-958473625140"
+CDI_COMPONENTS = ("importer", "cdi-upload-server", "cdi-clone-source")
 
 
 def _maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -320,7 +327,7 @@ MOVER, BACKUP, RESTORE = ROLE_LABELS[0], ROLE_LABELS[1], ROLE_LABELS[2]
 
 def any_pods() -> st.SearchStrategy[Json]:
     """Pods of every role, weighted towards the ones the mutating rules act on."""
-    return st.one_of(pods(), pods(MOVER), pods(BACKUP), pods(RESTORE))
+    return st.one_of(pods(), pods(MOVER), pods(BACKUP), pods(RESTORE), cdi_worker_pods())
 
 
 @st.composite
@@ -387,6 +394,8 @@ def claim_objects(draw: st.DrawFn, claim: str) -> list[Json]:
         "status": {"phase": "Bound", "accessModes": modes} if bound else {"phase": "Pending"},
     }
     if not bound:
+        if draw(st.booleans()):
+            pvc["spec"][draw(st.sampled_from(("dataSource", "dataSourceRef")))] = draw(data_source_refs())
         return [pvc]
     pv_name = f"pv-{claim}"
     pvc["spec"]["volumeName"] = pv_name
@@ -394,7 +403,7 @@ def claim_objects(draw: st.DrawFn, claim: str) -> list[Json]:
         "accessModes": modes,
         "capacity": {"storage": "1Gi"},
         "claimRef": {"namespace": pvc_meta["namespace"], "name": claim},
-        "csi": {"driver": "example.csi", "volumeHandle": pv_name},
+        "csi": {"driver": draw(st.sampled_from(DRIVERS)), "volumeHandle": pv_name},
     }
     if storage_class:
         pv_spec["storageClassName"] = storage_class
@@ -490,7 +499,139 @@ def cluster_states(draw: st.DrawFn) -> list[Json]:
         objects.append(draw(velero_config_map()))
     if draw(st.booleans()):
         objects.extend(draw(node_agent_pods()))
+    if draw(st.booleans()):
+        objects.extend(draw(data_source_objects()))
     return objects
+
+
+def data_source_refs() -> st.SearchStrategy[Json]:
+    """A claim's `dataSource`/`dataSourceRef`: a snapshot or a claim of the pools (one that may not exist), or a
+    kind the rules leave alone (CDI's VolumeImportSource)."""
+    return st.one_of(
+        st.sampled_from((*SNAPSHOTS, "absent-snap")).map(
+            lambda n: {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": n}
+        ),
+        st.sampled_from((*CLAIMS, "absent-claim")).map(lambda n: {"kind": "PersistentVolumeClaim", "name": n}),
+        st.just({"apiGroup": "cdi.kubevirt.io", "kind": "VolumeImportSource", "name": "import-1"}),
+    )
+
+
+@st.composite
+def snapshot_objects(draw: st.DrawFn, name: str) -> list[Json]:
+    """A VolumeSnapshot of a pooled claim (or of one that is gone), ready or not, maybe with its content
+    (external-snapshotter client/apis/volumesnapshot/v1/types.go)."""
+    content_name = f"content-{name}"
+    snapshot = {
+        "apiVersion": "snapshot.storage.k8s.io/v1",
+        "kind": "VolumeSnapshot",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"source": {"persistentVolumeClaimName": draw(st.sampled_from((*CLAIMS, "gone-claim")))}},
+        "status": _compact(
+            readyToUse=draw(st.sampled_from((True, True, False, None))),
+            boundVolumeSnapshotContentName=draw(st.sampled_from((content_name, content_name, None))),
+        ),
+    }
+    if not draw(st.booleans()):
+        return [snapshot]
+    content = {
+        "apiVersion": "snapshot.storage.k8s.io/v1",
+        "kind": "VolumeSnapshotContent",
+        "metadata": {"name": content_name},
+        "spec": {
+            "driver": draw(st.sampled_from(DRIVERS)),
+            "deletionPolicy": "Delete",
+            "source": {"volumeHandle": f"pv-{draw(st.sampled_from(CLAIMS))}"},
+            "volumeSnapshotRef": {"name": name, "namespace": NAMESPACE},
+        },
+        "status": {"readyToUse": True},
+    }
+    return [snapshot, content]
+
+
+@st.composite
+def virtual_machine(draw: st.DrawFn, name: str) -> Json:
+    """A KubeVirt VM using pooled claims as `dataVolumeTemplates` and `dataVolume` or `persistentVolumeClaim`
+    volumes (kubevirt/kubevirt staging/src/kubevirt.io/api/core/v1/types.go), with or without node constraints."""
+    disks = draw(st.lists(st.sampled_from(CLAIMS), min_size=1, max_size=2, unique=True))
+    split = draw(st.integers(0, len(disks)))
+    volumes = [{"name": f"disk{i}", "dataVolume": {"name": d}} for i, d in enumerate(disks[:split])]
+    volumes += [{"name": f"pvc{i}", "persistentVolumeClaim": {"claimName": d}} for i, d in enumerate(disks[split:])]
+    spec: Json = {"domain": {"devices": {}}, "volumes": volumes}
+    if draw(st.booleans()):
+        spec["nodeSelector"] = draw(
+            st.dictionaries(st.sampled_from(LABEL_KEYS), st.sampled_from(LABEL_VALUES), min_size=1, max_size=2)
+        )
+    if draw(st.booleans()):
+        terms = draw(st.lists(selector_term(valid=True), min_size=1, max_size=2))
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+        }
+    if draw(st.booleans()):
+        spec["tolerations"] = draw(_policy_tolerations())
+    templates = [
+        {
+            "metadata": {"name": d},
+            "spec": {"source": {"blank": {}}, "storage": {"resources": {"requests": {"storage": "1Gi"}}}},
+        }
+        for d in disks[:split]
+    ]
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": _compact(runStrategy="Halted", dataVolumeTemplates=templates or None, template={"spec": spec}),
+    }
+
+
+def data_volume(claim: str) -> st.SearchStrategy[Json]:
+    """CDI's DataVolume of a claim: same name and namespace, its phase and claim in the status."""
+    return st.builds(
+        lambda phase: {
+            "apiVersion": "cdi.kubevirt.io/v1beta1",
+            "kind": "DataVolume",
+            "metadata": {"name": claim, "namespace": NAMESPACE},
+            "spec": {"source": {"blank": {}}, "storage": {}},
+            "status": _compact(phase=phase, claimName=claim if phase else None),
+        },
+        _maybe(st.sampled_from(("WaitForFirstConsumer", "PendingPopulation", "ImportInProgress", "Succeeded"))),
+    )
+
+
+def prime_claim(target: str = "data") -> Json:
+    """CDI's populator claim of `target` (pkg/controller/populators/populator-base.go createPVCPrime)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": PRIME_CLAIM,
+            "namespace": NAMESPACE,
+            "labels": {"app": "containerized-data-importer"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "name": target,
+                    "uid": PRIME_CLAIM.removeprefix("prime-"),
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-disk"},
+        "status": {"phase": "Pending"},
+    }
+
+
+@st.composite
+def data_source_objects(draw: st.DrawFn) -> list[Json]:
+    """Up to two snapshots, two VMs and two DataVolumes, and maybe the prime claim of `data`."""
+    out: list[Json] = []
+    for name in draw(st.lists(st.sampled_from(SNAPSHOTS), max_size=2, unique=True)):
+        out.extend(draw(snapshot_objects(name)))
+    out.extend(draw(virtual_machine(name)) for name in draw(st.lists(st.sampled_from(VMS), max_size=2, unique=True)))
+    out.extend(draw(data_volume(c)) for c in draw(st.lists(st.sampled_from(CLAIMS[:2]), max_size=2, unique=True)))
+    if draw(st.booleans()):
+        out.append(prime_claim())
+    return out
 
 
 @st.composite
@@ -586,6 +727,13 @@ def policy_documents(draw: st.DrawFn) -> Json:
             maxNodeNames=_maybe(st.integers(1, 8)),
             namespace=_maybe(st.sampled_from(("", "velero"))),
         ),
+        "dataSource": st.builds(
+            _compact,
+            scope=_maybe(st.sampled_from(("roles", "all", "off"))),
+            nodeLocalDrivers=_maybe(st.lists(st.sampled_from(DRIVERS), max_size=2, unique=True)),
+            zoneFollowingDrivers=_maybe(st.lists(st.sampled_from(DRIVERS), max_size=2, unique=True)),
+        ),
+        "cdi": st.builds(lambda follow: _compact(followVM=follow), _maybe(st.booleans())),
     }
     chosen = draw(st.lists(st.sampled_from(sorted(fields)), max_size=len(fields), unique=True))
     return {name: draw(fields[name]) for name in chosen}
@@ -720,3 +868,142 @@ def velero_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json, Json]:
     pod = draw(pods(draw(st.sampled_from((BACKUP, RESTORE)))))
     pod["metadata"]["namespace"] = draw(st.sampled_from((NAMESPACE, "velero")))
     return state, doc, pod
+
+
+@st.composite
+def cdi_worker_pods(draw: st.DrawFn) -> Json:
+    """A CDI worker as CDI builds it (pkg/controller/import-controller.go, upload-controller.go,
+    clone-controller.go): its labels, and `cdi-data-vol` mounting a pooled claim or the prime claim of `data`."""
+    pod = draw(pods())
+    pod["metadata"]["namespace"] = NAMESPACE
+    pod["metadata"]["labels"] = {
+        "app": "containerized-data-importer",
+        "cdi.kubevirt.io": draw(st.sampled_from(CDI_COMPONENTS)),
+    }
+    claim = draw(st.sampled_from(("data", "cache", PRIME_CLAIM)))
+    volumes = [v for v in pod["spec"].get("volumes", ()) if v["name"] != "cdi-data-vol"]
+    pod["spec"]["volumes"] = [{"name": "cdi-data-vol", "persistentVolumeClaim": {"claimName": claim}}, *volumes]
+    return pod
+
+
+def _local_node(draw: st.DrawFn, name: str) -> Json:
+    found = draw(node(name))
+    found["metadata"]["labels"][HOSTNAME] = name
+    return found
+
+
+@st.composite
+def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
+    """A mover, backup or restore pod (or a CDI worker) mounting `cache`, unbound and WaitForFirstConsumer,
+    restored from a snapshot of `data` or cloned from it, `data` bound to a node-local PV on one node
+    (backube/volsync#1019, kubevirt/containerized-data-importer#3287); the rest of the state still random."""
+    state = [o for o in draw(cluster_states()) if o["kind"] != "Node" and o["metadata"].get("name") not in CLAIMS]
+    state = [o for o in state if o["kind"] != "StorageClass" or o["metadata"]["name"] != "local-disk"]
+    source_node = draw(st.sampled_from(NODES))
+    state.extend(_local_node(draw, n) if n == source_node else draw(node(n)) for n in NODES)
+    state.append(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "local-disk"},
+            "provisioner": "topolvm.io",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+    )
+    pinned = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [source_node]}]}
+    state.append(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": NAMESPACE},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-disk", "volumeName": "pv-data"},
+            "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"]},
+        }
+    )
+    state.append(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "pv-data"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "capacity": {"storage": "1Gi"},
+                "claimRef": {"namespace": NAMESPACE, "name": "data"},
+                "csi": {"driver": "topolvm.io", "volumeHandle": "pv-data"},
+                "storageClassName": "local-disk",
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [pinned]}},
+            },
+        }
+    )
+    kind = draw(st.sampled_from(("snapshot", "snapshot", "clone")))
+    if kind == "snapshot":
+        state.append(
+            {
+                "apiVersion": "snapshot.storage.k8s.io/v1",
+                "kind": "VolumeSnapshot",
+                "metadata": {"name": "snap-1", "namespace": NAMESPACE},
+                "spec": {"source": {"persistentVolumeClaimName": "data"}},
+                "status": {"readyToUse": True, "boundVolumeSnapshotContentName": "content-snap-1"},
+            }
+        )
+        ref = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "snap-1"}
+    else:
+        ref = {"kind": "PersistentVolumeClaim", "name": "data"}
+    state.append(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "cache", "namespace": NAMESPACE},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "local-disk",
+                draw(st.sampled_from(("dataSource", "dataSourceRef"))): ref,
+            },
+            "status": {"phase": "Pending"},
+        }
+    )
+    pod = draw(st.one_of(pods(MOVER), pods(BACKUP), pods(RESTORE), cdi_worker_pods()))
+    pod["metadata"]["namespace"] = NAMESPACE
+    volumes = [v for v in pod["spec"].get("volumes", ()) if v["name"] not in ("held", "cdi-data-vol")]
+    pod["spec"]["volumes"] = [{"name": "held", "persistentVolumeClaim": {"claimName": "cache"}}, *volumes]
+    if draw(st.sampled_from((True, True, False))):
+        pod["spec"].pop("nodeName", None)
+    return state, pod
+
+
+@st.composite
+def cdi_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
+    """A CDI worker filling `data`, unbound and WaitForFirstConsumer, directly or through its prime claim, and
+    a VM that will use it (kubevirt/containerized-data-importer#4275); the rest of the state still random."""
+    state = [o for o in draw(cluster_states()) if o["metadata"].get("name") not in ("data", PRIME_CLAIM, "local-disk")]
+    state = [o for o in state if o["kind"] != "VirtualMachine"]
+    state.append(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "local-disk"},
+            "provisioner": "topolvm.io",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+    )
+    state.append(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": NAMESPACE},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-disk"},
+            "status": {"phase": "Pending"},
+        }
+    )
+    state.append(prime_claim())
+    vm = draw(virtual_machine("vm-1"))
+    vm["spec"]["template"]["spec"]["volumes"].append({"name": "root", "dataVolume": {"name": "data"}})
+    state.append(vm)
+    if draw(st.booleans()):
+        state.append(draw(virtual_machine("vm-2")))
+    if draw(st.booleans()):
+        state.append(draw(data_volume("data")))
+    pod = draw(cdi_worker_pods())
+    claim = draw(st.sampled_from(("data", PRIME_CLAIM)))
+    pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] = claim
+    return state, pod

@@ -96,7 +96,7 @@ def check_create(webhook: Webhook, state: list[Json], obj: Json, probes: list[Js
     result = obj
     if patch:
         result = check_patch(obj, patch)
-        changes = foreign_changes(obj, result, owned_paths(obj["kind"]))
+        changes = foreign_changes(obj, result, owned_paths(obj["kind"], result))
         assert not changes, f"changed outside the owned fields: {changes}\npatch: {patch}"
         before, after = _pod_part(obj), _pod_part(result)
         if CO_SCHEDULED_WITH not in ((before.get("metadata") or {}).get("annotations") or {}):
@@ -159,6 +159,31 @@ def test_mover_job_create(
         "spec": template["spec"],
     }
     check_create(webhook, state, pod, probes, API_VERSIONS[0])
+
+
+@given(
+    scenario=s.data_source_scenarios(),
+    policy=_policies(),
+    probes=_probe_nodes(),
+    api_version=st.sampled_from(API_VERSIONS),
+)
+def test_data_source_create(
+    webhook: Webhook, *, scenario: tuple[list[Json], Json], policy: Policy, probes: list[Json], api_version: str
+) -> None:
+    """A pod mounting a claim restored from a snapshot of, or cloned from, a node-local claim on one node."""
+    state, obj = scenario
+    webhook.use(state, policy)
+    check_create(webhook, state, obj, probes, api_version)
+
+
+@given(scenario=s.cdi_scenarios(), policy=_policies(), probes=_probe_nodes())
+def test_cdi_worker_create(
+    webhook: Webhook, *, scenario: tuple[list[Json], Json], policy: Policy, probes: list[Json]
+) -> None:
+    """A CDI worker filling a WaitForFirstConsumer disk that a VM will use: the worker follows the VM."""
+    state, obj = scenario
+    webhook.use(state, policy)
+    check_create(webhook, state, obj, probes, API_VERSIONS[0])
 
 
 @given(scenario=s.velero_scenarios(), probes=_probe_nodes())

@@ -123,3 +123,17 @@ def test_loosening_is_caught() -> None:
     }
     assert loosened_on(zone_b, pinned, [node]) == ["n1"]
     assert loosened_on(pinned, zone_b, [node]) == []
+
+
+def test_a_vm_selector_is_owned_only_where_follows_vm_is_recorded() -> None:
+    """A CDI worker following a VM gets the VM's nodeSelector keys: added, never changed, and only when the patch
+    records `follows-vm`."""
+    following = copy.deepcopy(POD)
+    following["spec"]["nodeSelector"]["kubevirt.io/schedulable"] = "true"
+    assert foreign_changes(POD, following, owned_paths("Pod", following)) != []
+    following["metadata"]["annotations"]["storage-affinity.io/follows-vm"] = "fedora"
+    assert foreign_changes(POD, following, owned_paths("Pod", following)) == []
+    following["spec"]["nodeSelector"]["disk"] = "hdd"  # the worker's own key changed: never
+    assert foreign_changes(POD, following, owned_paths("Pod", following)) == [
+        "spec.nodeSelector.disk: owned field not set when empty: 'ssd' -> 'hdd'"
+    ]

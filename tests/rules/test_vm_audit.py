@@ -1,5 +1,6 @@
 """The audit of VirtualMachines against the node their disks are bound on (docs/design.md#12-data-sources): the
-table in tests/data/vmaudit, over the CDI/KubeVirt objects of tests/data/datasource/library.yaml."""
+table in tests/data/vmaudit, over the CDI/KubeVirt objects of tests/data/datasource/library.yaml and each case's
+`state`."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def cluster(pv_node: str) -> list[Json]:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c["name"])
 def test_vm_disk_audit(case: dict[str, Any]) -> None:
     assert case["source"]
-    objects = cluster(case["pv_node"])
+    objects = cluster(case["pv_node"]) + copy.deepcopy(case.get("state", []))
     reports = audit_objects(objects, view_from(*objects), default_policy())
     (vm,) = [r for r in reports if r.kind == "VirtualMachine"]
     assert [f.as_json() for f in vm.findings] == case["findings"]

@@ -1,5 +1,5 @@
-"""The optional API groups (webhook/state/optional.py): VolumeSnapshots, their contents and KubeVirt
-VirtualMachines are listed and watched only while discovery finds their group served; an absent group is a
+"""The optional API groups (webhook/state/optional.py): VolumeSnapshots, their contents, KubeVirt VirtualMachines
+and CDI DataVolumes are listed and watched only while discovery finds their group served; an absent group is a
 readiness detail that stays "ok", never an error or a failed start."""
 
 from __future__ import annotations
@@ -42,10 +42,23 @@ def vm(name: str = "fedora", disk: str = "fedora-root") -> Json:
     }
 
 
+def data_volume(name: str = "fedora-root", phase: str = "ImportInProgress") -> Json:
+    """A DataVolume as CDI reports it (staging/src/kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1
+    types.go DataVolumeStatus): its claim has its name."""
+    return {
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "DataVolume",
+        "metadata": {"name": name, "namespace": "apps"},
+        "spec": {"source": {"http": {"url": "https://example.invalid/disk.qcow2"}}, "storage": {}},
+        "status": {"phase": phase, "claimName": name, "progress": "12.5%", "restartCount": 0},
+    }
+
+
 def test_served_groups_are_listed_and_watched(fake_api: FakeKubeAPI, live: Live) -> None:
     fake_api.create(snapshot())
     fake_api.create(content())
     fake_api.create(vm())
+    fake_api.create(data_volume())
     state, runtime = live()
 
     eventually(lambda: state.volume_snapshot("apps", "snap-1"), what="the snapshot listed")
@@ -53,7 +66,19 @@ def test_served_groups_are_listed_and_watched(fake_api: FakeKubeAPI, live: Live)
     assert state.volume_snapshot_content("content-snap-1")["spec"]["driver"] == "topolvm.io"  # type: ignore[index]
     assert [v["metadata"]["name"] for v in state.virtual_machines_using("apps", "fedora-root")] == ["fedora"]
     assert runtime.readiness()["snapshot.storage.k8s.io"] == "ok"
+    assert runtime.readiness()["cdi.kubevirt.io"] == "ok"
+    # trimmed to what the rules read: the phase and the claim, not the spec or the progress
+    assert state.data_volume("apps", "fedora-root") == {
+        "kind": "DataVolume",
+        "metadata": {"name": "fedora-root", "namespace": "apps"},
+        "status": {"phase": "ImportInProgress", "claimName": "fedora-root"},
+    }
 
+    fake_api.update(data_volume(phase="Succeeded"))
+    eventually(
+        lambda: (state.data_volume("apps", "fedora-root") or {}).get("status", {}).get("phase") == "Succeeded",
+        what="a watched DataVolume's phase",
+    )
     fake_api.create(snapshot("snap-2"))  # the watch brings later changes
     eventually(lambda: state.volume_snapshot("apps", "snap-2"), what="a watched snapshot")
     fake_api.delete("VirtualMachine", "apps", "fedora")
@@ -71,10 +96,12 @@ def test_absent_groups_turn_their_features_off_and_stay_ready(fake_api: FakeKube
     assert runtime.ready()
     assert readiness["snapshot.storage.k8s.io"] == "ok (not served: placement from snapshot sources off)"
     assert readiness["kubevirt.io"] == "ok (not served: CDI workers following their VM off)"
+    assert readiness["cdi.kubevirt.io"] == "ok (not served: DataVolumes named in CDI reasons and VM audits off)"
     assert state.volume_snapshot("apps", "snap-1") is None
     assert state.virtual_machines_using("apps", "fedora-root") == []
     assert fake_api.count("GET", "VolumeSnapshot") == 0
     assert fake_api.count("GET", "VirtualMachine") == 0
+    assert fake_api.count("GET", "DataVolume") == 0
 
 
 def test_a_group_that_appears_is_followed_and_one_that_goes_is_dropped(fake_api: FakeKubeAPI, live: Live) -> None:

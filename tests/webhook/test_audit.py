@@ -248,9 +248,19 @@ def test_a_node_whose_conditions_are_mistyped_is_refused_with_its_field(
 def test_the_live_audit_finds_a_vm_disk_bound_where_the_vm_cannot_run(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """kubevirt/containerized-data-importer#4275: the importer bound the VM's disk on a node outside its selector."""
+    """kubevirt/containerized-data-importer#4275: the importer bound the VM's disk on a node outside its selector;
+    the finding names the disk's DataVolume with its phase (listed from cdi.kubevirt.io)."""
     library = load_yaml(DATA / "datasource" / "library.yaml")
     objects = [o for o in library["objects-cdi"] if o["kind"] != "PersistentVolumeClaim"]
+    objects.append(
+        {
+            "apiVersion": "cdi.kubevirt.io/v1beta1",
+            "kind": "DataVolume",
+            "metadata": {"name": "fedora-root", "namespace": "vms"},
+            "spec": {"source": {"http": {"url": "https://download.fedoraproject.org/fedora.qcow2"}}, "storage": {}},
+            "status": {"phase": "Succeeded", "claimName": "fedora-root", "progress": "100.0%"},
+        }
+    )
     objects.append(
         {
             "apiVersion": "v1",
@@ -296,8 +306,8 @@ def test_the_live_audit_finds_a_vm_disk_bound_where_the_vm_cannot_run(
             "family": "vmDisk",
             "field": "spec.template.spec",
             "message": (
-                "VM fedora: DataVolume/claim fedora-root is bound on node infra-1, which fails the VM's nodeSelector "
-                'kubevirt.io/schedulable="true": the VM can never start'
+                "VM fedora: DataVolume fedora-root (Succeeded) is bound on node infra-1, which fails the VM's "
+                'nodeSelector kubevirt.io/schedulable="true": the VM can never start'
             ),
             "severity": "deny",
         }

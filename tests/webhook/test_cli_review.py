@@ -103,3 +103,26 @@ def test_missing_file_and_bad_policy_exit_2(tmp_path: Path) -> None:
 
 def test_usage_error_exits_2() -> None:
     assert run().returncode == 2
+
+
+def test_cluster_files_hold_data_volumes(tmp_path: Path) -> None:
+    """A CDI importer reviewed offline names the DataVolume of its disk with its phase; a DataVolume of the wrong
+    shape is refused naming the field (staging/src/kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1
+    types.go DataVolumeStatus)."""
+    importer = str(EXAMPLES / "cdi-importer-pod.yaml")
+    result = run("-f", importer, "--cluster", str(EXAMPLES / "cluster-datasources.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert (
+        "cdi: DataVolume fedora-root (ImportScheduled) will be used by VM fedora: the worker follows its constraints"
+        in json.loads(result.stdout)["decisions"]
+    )
+    broken = tmp_path / "dv.yaml"
+    broken.write_text(
+        "apiVersion: cdi.kubevirt.io/v1beta1\nkind: DataVolume\nmetadata: {name: fedora-root, namespace: vms}\n"
+        "status: {phase: [Succeeded]}\n"
+    )
+    result = run("-f", importer, "--cluster", str(broken))
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"storage-affinity-webhook: {broken}: DataVolume vms/fedora-root: status.phase: must be a string, not list\n"
+    )

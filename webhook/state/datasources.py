@@ -1,7 +1,8 @@
 """What the index keeps of data sources and of the VMs that will use a disk (docs/design.md#12-data-sources):
-VolumeSnapshots, VolumeSnapshotContents and KubeVirt VirtualMachines trimmed to the fields the rules read, the
-data-source fields of claims and the CSI handle of volumes, and the two lookups built from them (a CSI volume
-handle → its PV; a claim or DataVolume → the VMs that name it), kept in step with every apply and remove.
+VolumeSnapshots, VolumeSnapshotContents, KubeVirt VirtualMachines and CDI DataVolumes trimmed to the fields the
+rules read, the data-source fields of claims and the CSI handle of volumes, and the two lookups built from them (a
+CSI volume handle → its PV; a claim or DataVolume → the VMs that name it), kept in step with every apply and
+remove.
 """
 
 from __future__ import annotations
@@ -75,11 +76,17 @@ def _virtual_machine(obj: Mapping[str, Any], out: Json) -> None:
     out["spec"] = {"template": {"spec": kept}, "dataVolumeTemplates": templates}
 
 
+def _data_volume(obj: Mapping[str, Any], out: Json) -> None:
+    status = obj.get("status") or {}
+    out["status"] = {k: status[k] for k in ("phase", "claimName") if k in status}
+
+
 #: kind → what its trimmed object keeps besides name and namespace.
 TRIMMERS: dict[str, Callable[[Mapping[str, Any], Json], None]] = {
     "VolumeSnapshot": _snapshot,
     "VolumeSnapshotContent": _snapshot_content,
     "VirtualMachine": _virtual_machine,
+    "DataVolume": _data_volume,
 }
 
 

@@ -31,6 +31,7 @@ KINDS = (
     "VolumeSnapshot",
     "VolumeSnapshotContent",
     "VirtualMachine",
+    "DataVolume",
 )
 
 _KEEP_ANNOTATION_PREFIXES = (
@@ -380,3 +381,6 @@ class ClusterIndex:
 
     def virtual_machines_using(self, namespace: str, claim: str) -> list[Json]:
         return self._links.virtual_machines_using(namespace, claim)
+
+    def data_volume(self, namespace: str, name: str) -> Json | None:
+        return self._objects["DataVolume"].get((namespace, name))

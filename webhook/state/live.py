@@ -302,3 +302,6 @@ class LiveClusterState:
 
     def virtual_machines_using(self, namespace: str, claim: str) -> list[Json]:
         return self.index.virtual_machines_using(namespace, claim)
+
+    def data_volume(self, namespace: str, name: str) -> Json | None:
+        return self.index.data_volume(namespace, name)
