@@ -65,17 +65,17 @@ fuzz: $(STAMP) ## hypothesis, long profile: 20,000 examples per property (FUZZ_E
 	HYPOTHESIS_PROFILE=long $(if $(FUZZ_EXAMPLES),HYPOTHESIS_MAX_EXAMPLES=$(FUZZ_EXAMPLES)) \
 		$(BIN)/python -m pytest tests/fuzz --timeout=0 --hypothesis-show-statistics $(PYTEST_ARGS)
 
-bench-tools: ## install the load generators hey and wrk (Debian packages) when missing
-	@command -v hey >/dev/null && command -v wrk >/dev/null || { \
+bench-tools: ## install the load generators hey and wrk, and valgrind (Debian packages) when missing
+	@command -v hey >/dev/null && command -v wrk >/dev/null && command -v valgrind >/dev/null || { \
 		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends hey wrk; }
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends hey wrk valgrind; }
 
 monitoring-tools: ## install promtool and the Prometheus server (Debian package prometheus) when missing
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
 		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends prometheus; }
 
-bench: $(STAMP) bench-tools ## measure the webhook against its stack's limit (about 8 minutes; not part of test)
+bench: $(STAMP) bench-tools ## measure the webhook against its stack's limit (about 11 minutes; not part of test)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 soak: $(STAMP) bench-tools ## 5 minutes at a fixed rate while the cluster churns: memory and p99 must stay flat

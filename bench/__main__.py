@@ -7,7 +7,6 @@ pods vs 100 pods interleaved round by round), because absolute numbers on a shar
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -17,7 +16,20 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench import audit, datasources, flood, floor, handler, load, nodeagents, report, saturation, servers, workload
+from bench import (
+    audit,
+    datasources,
+    flood,
+    floor,
+    handler,
+    instructions,
+    load,
+    nodeagents,
+    report,
+    saturation,
+    servers,
+    workload,
+)
 from bench.report import save, step
 from testkit.server import issue_certs
 from webhook.policyfile import load_policy_file
@@ -31,9 +43,6 @@ FIXED_RATE = 300  # requests/s from 10 connections, as in production: p99 is ser
 SATURATED = (("allow", "mover"), ("mutate", "mover"), ("mutate", "backup"))
 #: The cluster the data-source step adds to the largest one: VolumeSnapshots (with contents) and VirtualMachines.
 SNAPSHOTS, VMS = 10_000, 1_000
-#: The kept run new review paths are compared with: a path's throughput ratio to /allow may drop 5 % at most.
-BASELINE = Path(__file__).resolve().parent / "results" / "2026-11-23-python-2core.json"
-BASELINE_PATHS = ("mover", "backup", "plain")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         certs = tmp / "certs"
         issue_certs(certs)
         policy, _ = load_policy_file(workload.POLICY)
+
+        step("instructions per review (callgrind), against the baseline commit")
+        result["instructions"] = {"counts": instructions.measure(), "baseline": instructions.baseline()}
 
         step("handler cost in-process")
         result["handler"] = handler.handler_costs(bodies, handler.runtime_for(workload.base_objects(), policy))
@@ -376,7 +388,8 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _later_targets(r: dict[str, Any]) -> list[dict[str, Any]]:
-    """Node-agents, data sources, the connection flood, and the review paths against the kept run."""
+    """Node-agents, data sources, the connection flood, and each review path's instructions against the baseline
+    commit (bench/instructions.py: seconds drift between machines, instructions do not)."""
     t = report.target
     agents = [r["node_agents"][str(n)] for n in NODE_COUNTS]
     sources = r["data_sources"]
@@ -420,24 +433,13 @@ def _later_targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             unit=" s",
         ),
     ]
-    kept = {(x["path"], x["endpoint"]): x["rps_ratio"] for x in _baseline_stack() if x["tool"] == "wrk"}
-    now = {(x["path"], x["endpoint"]): x["rps_ratio"] for x in r["stack"] if x["tool"] == "wrk"}
-    for path in BASELINE_PATHS:
-        if (path, "mutate") in kept:
-            out.append(
-                t(
-                    f"{path} /mutate throughput ratio to /allow ÷ the kept run's ({BASELINE.stem})",
-                    now[(path, "mutate")] / kept[(path, "mutate")],
-                    0.95,
-                    at_most=False,
-                    unit="×",
-                )
-            )
+    counted = r["instructions"]
+    for name, count in counted["counts"].items():
+        before = counted["baseline"]["counts"].get(name)
+        if before:
+            commit = counted["baseline"]["commit"][:12]
+            out.append(t(f"{name} instructions per review ÷ {commit}'s", count / before, 1.05, unit="×"))
     return out
-
-
-def _baseline_stack() -> list[dict[str, Any]]:
-    return list(json.loads(BASELINE.read_text())["stack"])
 
 
 def _new_connection_p99(run: dict[str, Any]) -> float:

@@ -16,7 +16,7 @@ import kubernetes_validate
 import yaml
 
 from rules import pipeline
-from rules.model import Decision, Json, Subject
+from rules.model import Decision, Json, Severity, Subject
 from rules.policy import Policy, default_policy, policy_from_document
 from webhook.state.index import ClusterIndex
 
@@ -84,6 +84,24 @@ def mutate_checked(obj: Json, view: Any, pol: Policy | None = None, own_namespac
     again = pipeline.mutate(subject(result), view, pol, own_namespace)
     assert again.patch == [], f"re-review produced a patch: {again.patch}"
     return decision, result
+
+
+def check_table_case(case: Json, view: Any, pol: Policy, obj: Json) -> Decision:
+    """A placement table's case: the mutation (checked as `mutate_checked` does) gives the case's `patch`,
+    `warnings`, `reasons` (each a part of one) and `audit`; validating the result denies exactly its
+    `violations`. Returns the validation, for what a table checks beyond that."""
+    mutation, result = mutate_checked(obj, view, pol)
+    assert mutation.patch == case["patch"]
+    assert mutation.warnings == case.get("warnings", [])
+    for expected in case.get("reasons", ()):
+        assert any(expected in reason for reason in mutation.reasons), (expected, mutation.reasons)
+    if "audit" in case:
+        assert mutation.audit == case["audit"]
+    validation = pipeline.validate(subject(result), view, pol)
+    denials = [{"field": f.field, "message": f.message} for f in validation.findings if f.severity is Severity.DENY]
+    assert denials == case.get("violations", [])
+    assert validation.allowed == (not denials)
+    return validation
 
 
 @functools.cache

@@ -18,13 +18,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from rules.causes import CODES
 from testkit.fakeapi import running_fake_api
 from testkit.server import Server, running_server
-from tests.support import DATA, load_yaml
-from webhook.state.index import claims_of
+from tests.rules.test_causes import INDEXED_CAUSES, cluster_of, indexed_cases
 
 pytestmark = pytest.mark.e2e
 
-TABLE = load_yaml(DATA / "audit" / "causes.yaml")
-CASES = [c for c in TABLE["cases"] if c["cause"] and claims_of(c["stuck"])]
+CASES = indexed_cases()
 STUCK_METRIC = "storage_affinity_audit_stuck_pods"
 
 
@@ -47,21 +45,9 @@ def until(server: Server, expected: dict[str, float], deadline: float = 30.0) ->
 
 
 def test_the_in_server_audit_counts_stuck_pods_by_cause(tmp_path: Path) -> None:
-    listed = [*TABLE["base"], *(o for c in CASES for o in [*c.get("state", ()), c["stuck"]])]
-    # once each: cases share some objects (YAML anchors), and the API refuses a second create
-    unique = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in listed}
-    objects = copy.deepcopy(list(unique.values()))
+    objects = cluster_of(CASES)
     expected = Counter(c["cause"] for c in CASES)
-    assert set(expected) == {
-        "MultiAttach",
-        "ReadWriteOncePodInUse",
-        "NoNodeAgent",
-        "DataSourceNotReady",
-        "DataSourcesApart",
-        "DataSourceElsewhere",
-        "VMPlacementConflict",
-        "VolumeTopologyConflict",
-    }
+    assert set(expected) == INDEXED_CAUSES
     with running_fake_api(*objects) as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         with running_server(tmp_path, "--kubeconfig", str(kubeconfig), "--audit-interval", "0.5") as server:

@@ -9,6 +9,7 @@ are exactly what it must cope with.
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -892,6 +893,16 @@ def _local_node(draw: st.DrawFn, name: str) -> Json:
     return found
 
 
+#: The node-local WaitForFirstConsumer class of the data-source and CDI scenarios (TopoLVM's provisioner).
+LOCAL_DISK_CLASS: Json = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "StorageClass",
+    "metadata": {"name": "local-disk"},
+    "provisioner": "topolvm.io",
+    "volumeBindingMode": "WaitForFirstConsumer",
+}
+
+
 @st.composite
 def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
     """A mover, backup or restore pod (or a CDI worker) mounting `cache`, unbound and WaitForFirstConsumer,
@@ -901,15 +912,7 @@ def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
     state = [o for o in state if o["kind"] != "StorageClass" or o["metadata"]["name"] != "local-disk"]
     source_node = draw(st.sampled_from(NODES))
     state.extend(_local_node(draw, n) if n == source_node else draw(node(n)) for n in NODES)
-    state.append(
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": "local-disk"},
-            "provisioner": "topolvm.io",
-            "volumeBindingMode": "WaitForFirstConsumer",
-        }
-    )
+    state.append(copy.deepcopy(LOCAL_DISK_CLASS))
     pinned = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [source_node]}]}
     state.append(
         {
@@ -977,15 +980,7 @@ def cdi_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
     a VM that will use it (kubevirt/containerized-data-importer#4275); the rest of the state still random."""
     state = [o for o in draw(cluster_states()) if o["metadata"].get("name") not in ("data", PRIME_CLAIM, "local-disk")]
     state = [o for o in state if o["kind"] != "VirtualMachine"]
-    state.append(
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": "local-disk"},
-            "provisioner": "topolvm.io",
-            "volumeBindingMode": "WaitForFirstConsumer",
-        }
-    )
+    state.append(copy.deepcopy(LOCAL_DISK_CLASS))
     state.append(
         {
             "apiVersion": "v1",

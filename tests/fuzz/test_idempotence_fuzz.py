@@ -14,41 +14,29 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import logging
 from collections.abc import Iterator
 
 import jsonpatch
 import pytest
-from flask.testing import FlaskClient
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from rules.model import Json
-from rules.policy import PolicyError, policy_from_config_map, policy_from_document
+from rules.policy import PolicyError, policy_from_config_map
 from testkit.reviews import admission_review
 from tests.fuzz import hollow
 from tests.fuzz import mutations as m
 from tests.fuzz import strategies as s
+from tests.fuzz.inprocess import InProcessWebhook, serving
 from tests.fuzz.profiles import examples
-from tests.fuzz.verdict import ErrorLog, FuzzFailure, judge
-from tests.support import validate_strict, view_from
-from webhook.app import DEFAULT_MAX_BODY, create_app
-from webhook.runtime import Runtime
+from tests.fuzz.verdict import FuzzFailure, judge
+from tests.support import validate_strict
+from webhook.app import DEFAULT_MAX_BODY
 
 
-class Webhook:
-    """The structural fuzz's in-process app and policy; each example points its view at the seed's state."""
-
-    def __init__(self) -> None:
-        self.static_view = view_from(*m.cluster_state())
-        policy = policy_from_document(m.fuzz_policy_document())
-        self.runtime = Runtime(policy=policy, view=self.static_view, namespace=s.OWN_NAMESPACE)
-        self.client: FlaskClient = create_app(self.runtime).test_client()
-        self.errors = ErrorLog()
-
-    def use(self, state: tuple[Json, ...]) -> None:
-        self.runtime.view = self.static_view if state is m.cluster_state() else view_from(*state)
+class Webhook(InProcessWebhook):
+    """The in-process app; `answer` judges each answer sound before the property looks at it."""
 
     def answer(self, endpoint: str, review: Json) -> Json | None:
         """The sound answer's response (None for a sound 400); FuzzFailure otherwise, or when a rule logged."""
@@ -63,14 +51,7 @@ class Webhook:
 
 @pytest.fixture(scope="module")
 def webhook() -> Iterator[Webhook]:
-    m.built_pool()  # drawn outside any @given: hypothesis does not nest
-    hook = Webhook()
-    root = logging.getLogger()
-    root.addHandler(hook.errors)
-    try:
-        yield hook
-    finally:
-        root.removeHandler(hook.errors)
+    yield from serving(Webhook())
 
 
 def _patch_of(response: Json | None) -> list[Json]:

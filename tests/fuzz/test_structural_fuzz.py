@@ -8,24 +8,19 @@ set (the `ci` profile); `make fuzz` runs the long profile.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from flask.testing import FlaskClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rules.model import Json
-from rules.policy import policy_from_document
 from tests.fuzz import mutations as m
-from tests.fuzz import strategies as s
+from tests.fuzz.inprocess import InProcessWebhook, serving
 from tests.fuzz.profiles import examples
-from tests.fuzz.verdict import ErrorLog, FuzzFailure, judge
-from tests.support import view_from
-from webhook.app import DEFAULT_MAX_BODY, create_app
-from webhook.runtime import Runtime
+from tests.fuzz.verdict import FuzzFailure, judge
+from webhook.app import DEFAULT_MAX_BODY
 
 
 @dataclass(frozen=True)
@@ -45,19 +40,12 @@ def cases(draw: st.DrawFn, seeds: st.SearchStrategy[tuple[str, Json, tuple[Json,
     return Case(name, draw(m.mutated(review)), state, draw(st.booleans()))
 
 
-class Webhook:
+class Webhook(InProcessWebhook):
     """One in-process app under the fuzz policy; each example points its view at the seed's cluster state."""
-
-    def __init__(self) -> None:
-        self.static_view = view_from(*m.cluster_state())
-        policy = policy_from_document(m.fuzz_policy_document())
-        self.runtime = Runtime(policy=policy, view=self.static_view, namespace=s.OWN_NAMESPACE)
-        self.client: FlaskClient = create_app(self.runtime).test_client()
-        self.errors = ErrorLog()
 
     def check(self, case: Case) -> None:
         """Both endpoints; raises FuzzFailure naming the endpoint and what went wrong."""
-        self.runtime.view = self.static_view if case.state is m.cluster_state() else view_from(*case.state)
+        self.use(case.state)
         body = case.body()
         for endpoint in ("mutate", "validate"):
             answer = self.client.post(f"/{endpoint}", data=body, content_type="application/json")
@@ -78,14 +66,7 @@ class Webhook:
 
 @pytest.fixture(scope="module")
 def webhook() -> Iterator[Webhook]:
-    m.built_pool()  # drawn here: hypothesis cannot draw it inside a test that is itself under @given
-    hook = Webhook()
-    root = logging.getLogger()
-    root.addHandler(hook.errors)
-    try:
-        yield hook
-    finally:
-        root.removeHandler(hook.errors)
+    yield from serving(Webhook())
 
 
 @settings(max_examples=examples(800))

@@ -17,14 +17,38 @@ from rules.cluster import LookupFailed
 from rules.kube.tolerations import tolerates
 from rules.model import Json, Subject
 from tests.support import DATA, ROOT, load_yaml, policy, validate_strict, view_from
-from webhook.state.index import ClusterIndex, trim
+from webhook.state.index import ClusterIndex, claims_of, trim
 
 TABLE = load_yaml(DATA / "audit" / "causes.yaml")
 NOW = datetime.fromisoformat(TABLE["now"])
 CASES = [pytest.param(case, id=case["name"]) for case in TABLE["cases"]]
+#: The causes of the cases whose stuck pod mounts a claim: the only pods the server's index keeps, so the ones the
+#: in-server audit counts (tests/webhook/test_auditloop.py, tests/e2e/test_stuck_pods.py).
+INDEXED_CAUSES = {
+    "MultiAttach",
+    "ReadWriteOncePodInUse",
+    "NoNodeAgent",
+    "DataSourceNotReady",
+    "DataSourcesApart",
+    "DataSourceElsewhere",
+    "VMPlacementConflict",
+    "VolumeTopologyConflict",
+}
 CASE_KEYS = {"name", "source", "state", "stuck", "policy", "cause", "says"}
 #: Custom resources the official schema does not cover: their shapes follow tests/data/datasource/library.yaml.
 CUSTOM_KINDS = {"VolumeSnapshot", "VolumeSnapshotContent", "VirtualMachine"}
+
+
+def indexed_cases() -> list[dict[str, Any]]:
+    """The cases with a cause whose stuck pod mounts a claim (what the in-server audit sees)."""
+    return [c for c in TABLE["cases"] if c["cause"] and claims_of(c["stuck"])]
+
+
+def cluster_of(cases: list[dict[str, Any]]) -> list[Json]:
+    """The table's base and the cases' objects, once each (cases share some through YAML anchors)."""
+    listed = [*TABLE["base"], *(o for c in cases for o in [*c.get("state", ()), c["stuck"]])]
+    unique = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in listed}
+    return copy.deepcopy(list(unique.values()))
 
 
 def audited(case: dict[str, Any], *, indexed: bool) -> ObjectAudit:

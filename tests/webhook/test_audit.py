@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from testkit.fakeapi import FakeKubeAPI, running_fake_api
+from tests.rules.test_vm_audit import cluster as vm_disk_cluster
 from tests.support import DATA, EXAMPLES, load_yaml
 from webhook.cli import main
 
@@ -250,8 +251,7 @@ def test_the_live_audit_finds_a_vm_disk_bound_where_the_vm_cannot_run(
 ) -> None:
     """kubevirt/containerized-data-importer#4275: the importer bound the VM's disk on a node outside its selector;
     the finding names the disk's DataVolume with its phase (listed from cdi.kubevirt.io)."""
-    library = load_yaml(DATA / "datasource" / "library.yaml")
-    objects = [o for o in library["objects-cdi"] if o["kind"] != "PersistentVolumeClaim"]
+    objects = vm_disk_cluster("infra-1")  # the disk bound on a TopoLVM PV of infra-1
     objects.append(
         {
             "apiVersion": "cdi.kubevirt.io/v1beta1",
@@ -259,37 +259,6 @@ def test_the_live_audit_finds_a_vm_disk_bound_where_the_vm_cannot_run(
             "metadata": {"name": "fedora-root", "namespace": "vms"},
             "spec": {"source": {"http": {"url": "https://download.fedoraproject.org/fedora.qcow2"}}, "storage": {}},
             "status": {"phase": "Succeeded", "claimName": "fedora-root", "progress": "100.0%"},
-        }
-    )
-    objects.append(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": "pvc-fedora-root"},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "csi": {"driver": "topolvm.io", "volumeHandle": "7d1e"},
-                "nodeAffinity": {
-                    "required": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {"key": "topology.topolvm.io/node", "operator": "In", "values": ["infra-1"]}
-                                ]
-                            }
-                        ]
-                    }
-                },
-            },
-        }
-    )
-    objects.append(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "fedora-root", "namespace": "vms"},
-            "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "pvc-fedora-root"},
-            "status": {"phase": "Bound"},
         }
     )
     with running_fake_api() as api:

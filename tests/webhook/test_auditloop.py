@@ -10,11 +10,11 @@ import pytest
 from prometheus_client import REGISTRY
 
 from rules.causes import CODES
-from tests.support import DATA, EXAMPLES, load_yaml
+from tests.rules.test_causes import INDEXED_CAUSES, cluster_of, indexed_cases
+from tests.support import DATA, EXAMPLES
 from webhook.auditloop import AuditLoop
 from webhook.policyfile import load_policy_file
 from webhook.runtime import Runtime
-from webhook.state.index import claims_of
 from webhook.state.static import load_static_state
 
 CLUSTER = [EXAMPLES / "cluster.yaml", DATA / "audit" / "findings.yaml"]
@@ -68,20 +68,9 @@ def stuck(cause: str) -> float | None:
 
 
 def test_stuck_storage_pods_are_counted_by_cause(tmp_path: Path) -> None:
-    table = load_yaml(DATA / "audit" / "causes.yaml")
-    # the cases whose pods mount a claim: the only pods the server's index keeps
-    cases = [c for c in table["cases"] if c["cause"] and claims_of(c["stuck"])]
-    assert {c["cause"] for c in cases} == {
-        "MultiAttach",
-        "ReadWriteOncePodInUse",
-        "NoNodeAgent",
-        "DataSourceNotReady",
-        "DataSourcesApart",
-        "DataSourceElsewhere",
-        "VMPlacementConflict",
-        "VolumeTopologyConflict",
-    }
-    objects = [*table["base"], *(o for c in cases for o in [*c.get("state", ()), c["stuck"]])]
+    cases = indexed_cases()
+    assert {c["cause"] for c in cases} == INDEXED_CAUSES
+    objects = cluster_of(cases)
     cluster = tmp_path / "stuck.yaml"
     # as JSON: objects the table shares between cases (YAML anchors) would be written as aliases, which are refused
     cluster.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))

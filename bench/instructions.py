@@ -1,0 +1,116 @@
+"""`python -m bench.instructions`: CPU instructions one review costs in-process, counted by callgrind.
+
+Seconds drift with the machine (the same code measured a third faster on one host than on another, and the
+stack's share of a review with it); an instruction count does not: the same code, inputs and interpreter give the
+same count whatever else runs. A review here is what the server does between the socket and the response: decode,
+the endpoint's rules, build and serialize the answer (bench/handler.py), on the benchmark's cluster and policy,
+after three warm-up reviews. Each count is (101 reviews − 1 review) ÷ 100, so start-up cancels out. The garbage
+collector is off while they run: whether one of its full collections (a walk over every object of the process, a
+few million instructions) falls inside the 100 reviews depends on everything the process has allocated, and moved
+the count of the same code by 10 %; what a review costs the collector in a server depends on the server's heap,
+not on the review.
+
+`make bench` compares the counts with BASELINE, measured with this harness at the commit named there: a path may
+cost at most 5 % more. `--save-baseline` rewrites it (after a change that is meant to cost more, say why in its
+commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BASELINE = ROOT / "bench" / "results" / "instructions-baseline.json"
+PATHS = ("mover", "backup", "plain")
+ENDPOINTS = ("mutate", "validate")
+REVIEWS = 100
+_TOTAL = re.compile(r"^summary:\s+(\d+)", re.M)
+
+
+def reviews(path: str, endpoint: str, count: int) -> None:
+    """Review `count` times, in this process (what callgrind runs)."""
+    from bench import workload
+    from bench.handler import runtime_for
+    from webhook.app import ENDPOINTS as HANDLERS
+    from webhook.codec import build_response, decode_review
+    from webhook.policyfile import load_policy_file
+
+    policy, _ = load_policy_file(workload.POLICY)
+    runtime = runtime_for(workload.base_objects(), policy)
+    body = workload.review_bodies()[path]
+    handler, mutating = HANDLERS[endpoint]
+    gc.collect()
+    gc.disable()  # see the module docstring
+    try:
+        for _ in range(3 + count):
+            request = decode_review(body)
+            json.dumps(build_response(request, handler(request, runtime), mutating=mutating), separators=(",", ":"))
+    finally:
+        gc.enable()
+
+
+def _instructions(path: str, endpoint: str, count: int, tmp: Path) -> int:
+    out = tmp / f"callgrind.{path}.{endpoint}.{count}"
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        f"--callgrind-out-file={out}",
+        sys.executable,
+        "-m",
+        "bench.instructions",
+    ]
+    command += ["--run", path, endpoint, str(count)]
+    subprocess.run(command, cwd=ROOT, check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+    found = _TOTAL.search(out.read_text())
+    if found is None:
+        raise RuntimeError(f"no instruction total in {out}")
+    return int(found[1])
+
+
+def measure() -> dict[str, int]:
+    """Instructions per review, by `<path> /<endpoint>`."""
+    counts: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="saw-instructions-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        for path in PATHS:
+            for endpoint in ENDPOINTS:
+                one, many = (_instructions(path, endpoint, n, tmp) for n in (1, 1 + REVIEWS))
+                counts[f"{path} /{endpoint}"] = (many - one) // REVIEWS
+    return counts
+
+
+def baseline() -> dict[str, Any]:
+    return dict(json.loads(BASELINE.read_text()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__)
+    parser.add_argument("--run", nargs=3, metavar=("PATH", "ENDPOINT", "COUNT"), help=argparse.SUPPRESS)
+    parser.add_argument("--save-baseline", metavar="COMMIT", help="write the counts as the baseline of COMMIT")
+    args = parser.parse_args(argv)
+    if args.run:
+        reviews(args.run[0], args.run[1], int(args.run[2]))
+        return 0
+    counts = measure()
+    if args.save_baseline:
+        BASELINE.write_text(json.dumps({"commit": args.save_baseline, "counts": counts}, indent=2) + "\n")
+    base = baseline()
+    print(f"{'review':<18} {'instructions':>12} {'baseline':>12} {'ratio':>6}   (baseline: {base['commit'][:12]})")
+    for name, count in counts.items():
+        before = base["counts"].get(name)
+        ratio = f"{count / before:.3f}" if before else "-"
+        print(f"{name:<18} {count:>12,} {before or 0:>12,} {ratio:>6}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
