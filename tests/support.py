@@ -13,6 +13,7 @@ from typing import Any
 
 import jsonpatch
 import kubernetes_validate
+import pytest
 import yaml
 
 from rules import pipeline
@@ -84,6 +85,21 @@ def mutate_checked(obj: Json, view: Any, pol: Policy | None = None, own_namespac
     again = pipeline.mutate(subject(result), view, pol, own_namespace)
     assert again.patch == [], f"re-review produced a patch: {again.patch}"
     return decision, result
+
+
+def table_cases(directory: Path, keys: set[str], *, sourced: bool = False) -> list[Any]:
+    """Every case of the YAML tables in `directory` (but its library.yaml) as pytest params, ids `<table>:<name>`;
+    a case may use only `keys`, and with `sourced` must name the upstream object or issue it reproduces."""
+    params = []
+    for path in sorted(directory.glob("*.yaml")):
+        if path.name == "library.yaml":
+            continue
+        for case in load_yaml(path):
+            unknown = set(case) - keys
+            assert not unknown, f"{path.name}: {case.get('name')}: unknown keys {unknown}"
+            assert not sourced or case.get("source"), f"{path.name}: {case['name']}: name the upstream it reproduces"
+            params.append(pytest.param(case, id=f"{path.stem}:{case['name']}"))
+    return params
 
 
 def check_table_case(case: Json, view: Any, pol: Policy, obj: Json) -> Decision:

@@ -4,13 +4,12 @@ run through the mutating and then the validating pipeline exactly as the API ser
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rules.model import Json, Severity
-from tests.support import DATA, check_table_case, load_yaml, policy, view_from
+from tests.support import DATA, check_table_case, load_yaml, policy, table_cases, view_from
 
 CASES_DIR = DATA / "coschedule"
 LIBRARY = load_yaml(CASES_DIR / "library.yaml")
@@ -60,15 +59,7 @@ def state_object(entry: Any) -> Json:
 
 
 def load_cases() -> list[Any]:
-    params = []
-    for path in sorted(CASES_DIR.glob("*.yaml")):
-        if path.name == "library.yaml":
-            continue
-        for case in load_yaml(path):
-            unknown = set(case) - CASE_KEYS
-            assert not unknown, f"{path.name}: {case.get('name')}: unknown keys {unknown}"
-            params.append(pytest.param(case, id=f"{Path(path).stem}:{case['name']}"))
-    return params
+    return table_cases(CASES_DIR, CASE_KEYS)
 
 
 def subject_object(case: Json) -> Json:

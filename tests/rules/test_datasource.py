@@ -5,14 +5,13 @@ them; every patch is applied, schema-validated and reviewed again for idempotenc
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rules.model import Json
 from tests.rules.test_coschedule import merged
-from tests.support import DATA, check_table_case, load_yaml, policy, view_from
+from tests.support import DATA, check_table_case, load_yaml, policy, table_cases, view_from
 
 CASES_DIR = DATA / "datasource"
 LIBRARY = load_yaml(CASES_DIR / "library.yaml")
@@ -33,16 +32,7 @@ def state_objects(entries: list[Any]) -> list[Json]:
 
 
 def load_cases() -> list[Any]:
-    params = []
-    for path in sorted(CASES_DIR.glob("*.yaml")):
-        if path.name == "library.yaml":
-            continue
-        for case in load_yaml(path):
-            unknown = set(case) - CASE_KEYS
-            assert not unknown, f"{path.name}: {case.get('name')}: unknown keys {unknown}"
-            assert case.get("source"), f"{path.name}: {case['name']}: every case names the upstream it reproduces"
-            params.append(pytest.param(case, id=f"{Path(path).stem}:{case['name']}"))
-    return params
+    return table_cases(CASES_DIR, CASE_KEYS, sourced=True)
 
 
 def subject_object(case: Json) -> Json:
