@@ -17,7 +17,7 @@ from rules.cluster import ClusterView, LookupFailed
 from rules.context import PodTarget
 from rules.coscheduling.anchors import Hold, age_key, claim_hold, name_of, node_of, parse_time
 from rules.datasource.mutation import conflict
-from rules.datasource.scope import cdi_worker, left_alone
+from rules.datasource.scope import cdi_worker
 from rules.datasource.sources import NODE, SourcePlace, data_source_ref, source_places
 from rules.datasource.vm import vm_name, vm_spec, vms_to_follow
 from rules.kube.nodeaffinity import HOSTNAME_LABEL, pinned_node, pod_fits_node, required_terms, volume_terms_match
@@ -55,7 +55,7 @@ def storage_role(target: PodTarget) -> str:
     role = target.role.role
     if role is not None and role in ROLES:
         return role
-    if target.role.exempt or cdi_worker(target.metadata) is None or left_alone(target.metadata):
+    if target.role.exempt or target.role.unplaced or cdi_worker(target.metadata) is None:
         return ""
     return CDI_WORKER
 

@@ -22,6 +22,9 @@ class RoleDecision:
     reason: str
     #: Skipped entirely (excluded namespace, mirror pod): not even validated.
     exempt: bool = False
+    #: Validated but never placed by any rule: `role: none`, and KubeVirt's first-consumer pods, which pick the
+    #: node for a WaitForFirstConsumer disk on purpose.
+    unplaced: bool = False
 
 
 def classify(metadata: Mapping[str, Any], namespace: str, policy: Policy, own_namespace: str = "") -> RoleDecision:
@@ -33,9 +36,11 @@ def classify(metadata: Mapping[str, Any], namespace: str, policy: Policy, own_na
         return RoleDecision(None, "mirror pod (managed by the kubelet)", exempt=True)
     explicit = annotations.get(ROLE_ANNOTATION)
     if explicit == "none":
-        return RoleDecision(None, f"annotation {ROLE_ANNOTATION}: none")
+        return RoleDecision(None, f"annotation {ROLE_ANNOTATION}: none", unplaced=True)
     if annotations.get(KUBEVIRT_EPHEMERAL) == "true":
-        return RoleDecision(None, "KubeVirt first-consumer pod: it must be scheduled freely to pick the node")
+        return RoleDecision(
+            None, "KubeVirt first-consumer pod: it must be scheduled freely to pick the node", unplaced=True
+        )
     if explicit in ROLES:
         return RoleDecision(explicit, f"annotation {ROLE_ANNOTATION}: {explicit}")
     for role in ROLES:

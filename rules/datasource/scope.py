@@ -13,7 +13,6 @@ from typing import Any
 
 from rules.context import PodTarget
 from rules.policy import Policy
-from rules.roles import KUBEVIRT_EPHEMERAL, ROLE_ANNOTATION
 
 CDI_APP = ("app", "containerized-data-importer")
 CDI_COMPONENT = "cdi.kubevirt.io"
@@ -30,13 +29,6 @@ def cdi_worker(metadata: Mapping[str, Any]) -> str | None:
     return component if component in CDI_WORKERS else None
 
 
-def left_alone(metadata: Mapping[str, Any]) -> bool:
-    """Pods told to be left alone: `storage-affinity.io/role: none`, and KubeVirt's first-consumer pods, which
-    pick the node for a WaitForFirstConsumer disk on purpose (docs/design.md#2-pod-roles)."""
-    annotations = metadata.get("annotations") or {}
-    return annotations.get(ROLE_ANNOTATION) == "none" or annotations.get(KUBEVIRT_EPHEMERAL) == "true"
-
-
 def in_scope(policy: Policy, target: PodTarget) -> bool:
     """Policy `dataSource.scope`: `roles` (movers, backup and restore pods, CDI workers), `all` or `off`."""
     scope = policy.data_source_scope
@@ -45,5 +37,5 @@ def in_scope(policy: Policy, target: PodTarget) -> bool:
     if target.role.role is not None:
         return True
     if scope == "roles":
-        return cdi_worker(target.metadata) is not None and not left_alone(target.metadata)
-    return not left_alone(target.metadata)
+        return cdi_worker(target.metadata) is not None and not target.role.unplaced
+    return not target.role.unplaced

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.cluster import ClusterView
-from rules.kube.volumes import ClaimVolume, pv_required_terms
+from rules.kube.volumes import ClaimVolume, pv_required_terms, waits_for_first_consumer
 from rules.model import Json
 from rules.policy import Policy
 
 SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
-WFFC = "WaitForFirstConsumer"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 
 NODE, ZONE, FREE, UNRESOLVED = "node", "zone", "free", "unresolved"
@@ -73,11 +72,7 @@ def pending_sources(view: ClusterView, volumes: list[ClaimVolume]) -> list[tuple
         if pvc is None or volume.bound:
             continue
         ref = data_source_ref(pvc)
-        if ref is None:
-            continue
-        class_name = (pvc.get("spec") or {}).get("storageClassName")
-        storage_class = view.storage_class(str(class_name)) if isinstance(class_name, str) and class_name else None
-        if storage_class is not None and storage_class.get("volumeBindingMode") == WFFC:
+        if ref is not None and waits_for_first_consumer(view, pvc):
             out.append((volume, ref))
     return out
 
@@ -141,9 +136,8 @@ def _from_pv(
     csi = (pv.get("spec") or {}).get("csi")
     driver = str(csi.get("driver") or "") if isinstance(csi, Mapping) else ""
     terms = pv_required_terms(pv)
-    nodes = view.node_set().volume_nodes(terms) if terms is not None else []
-    if len(nodes) == 1:
-        return SourcePlace(volume, label, NODE, node=nodes[0], pv=pv_name)
+    if node := pv_node(view, pv):
+        return SourcePlace(volume, label, NODE, node=node, pv=pv_name)
     if driver in policy.node_local_drivers:
         selected = ((pvc or {}).get("metadata") or {}).get("annotations", {}).get(SELECTED_NODE)
         if isinstance(selected, str) and selected and terms is None:
@@ -153,6 +147,14 @@ def _from_pv(
     if driver in policy.zone_following_drivers and terms is not None:
         return SourcePlace(volume, label, ZONE, pv=pv_name, terms=terms)
     return SourcePlace(volume, label, FREE, pv=pv_name)
+
+
+def pv_node(view: ClusterView, pv: Json | None) -> str:
+    """The one known node a PV's required node affinity admits; "" when it admits several or none is known (a
+    volume other nodes can use too)."""
+    terms = pv_required_terms(pv)
+    nodes = view.node_set().volume_nodes(terms) if terms is not None else []
+    return nodes[0] if len(nodes) == 1 else ""
 
 
 def source_places(view: ClusterView, policy: Policy, namespace: str, volumes: list[ClaimVolume]) -> list[SourcePlace]:

@@ -21,11 +21,11 @@ from rules.annotations import FOLLOWS_VM
 from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
 from rules.coscheduling.pinning import current_terms, write_required
-from rules.datasource.scope import cdi_worker, left_alone
-from rules.datasource.sources import WFFC
+from rules.datasource.scope import cdi_worker
+from rules.datasource.sources import pv_node
 from rules.kube.nodeaffinity import and_terms, node_selector_matches, required_terms, terms_match
 from rules.kube.tolerations import merge_tolerations
-from rules.kube.volumes import ClaimVolume, pv_required_terms
+from rules.kube.volumes import ClaimVolume, waits_for_first_consumer
 from rules.model import Json
 
 PRIME_PREFIX = "prime-"
@@ -62,14 +62,6 @@ def disk_label(view: ClusterView, namespace: str, claim: str, unknown: str) -> s
     return f"DataVolume {claim} ({phase})"
 
 
-def _waits_for_consumer(view: ClusterView, pvc: Mapping[str, Any]) -> bool:
-    if (pvc.get("status") or {}).get("phase") == "Bound":
-        return False
-    class_name = (pvc.get("spec") or {}).get("storageClassName")
-    storage_class = view.storage_class(str(class_name)) if isinstance(class_name, str) and class_name else None
-    return storage_class is not None and storage_class.get("volumeBindingMode") == WFFC
-
-
 @dataclass(frozen=True)
 class Follow:
     claim: str
@@ -83,7 +75,7 @@ def vms_to_follow(view: ClusterView, namespace: str, volumes: Sequence[ClaimVolu
         if volume.pvc is None or volume.bound:
             continue
         target = target_claim(view, namespace, volume)
-        if target is None or not _waits_for_consumer(view, target):
+        if target is None or not waits_for_first_consumer(view, target):
             continue
         claim = str((target.get("metadata") or {}).get("name") or "")
         vms = view.virtual_machines_using(namespace, claim)
@@ -103,7 +95,7 @@ def vm_name(vm: Mapping[str, Any]) -> str:
 
 def follow_vm(ctx: Context, target: PodTarget) -> None:
     """The mutating rule for CDI workers; policy `cdi.followVM` turns it off."""
-    if not ctx.policy.cdi_follow_vm or cdi_worker(target.metadata) is None or left_alone(target.metadata):
+    if not ctx.policy.cdi_follow_vm or cdi_worker(target.metadata) is None or target.role.unplaced:
         return
     follows = vms_to_follow(ctx.view, target.namespace, target.volumes(ctx.view))
     if not follows:
@@ -203,7 +195,4 @@ def vm_claims(vm: Mapping[str, Any]) -> list[str]:
 def _bound_node(view: ClusterView, pvc: Mapping[str, Any]) -> str:
     """The one node a bound claim's PV admits ("" for a volume other nodes can use too: a VM may run there)."""
     volume_name = (pvc.get("spec") or {}).get("volumeName")
-    pv = view.pv(str(volume_name)) if volume_name else None
-    pv_terms = pv_required_terms(pv)
-    nodes = view.node_set().volume_nodes(pv_terms) if pv_terms is not None else []
-    return nodes[0] if len(nodes) == 1 else ""
+    return pv_node(view, view.pv(str(volume_name)) if volume_name else None)

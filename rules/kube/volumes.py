@@ -19,6 +19,17 @@ OWNED = "owned"  # ReadWriteOnce: one node at a time
 SINGLE_POD = "single-pod"  # ReadWriteOncePod: one pod at a time
 
 RWO, RWOP, RWX, ROX = "ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany", "ReadOnlyMany"
+WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+
+
+def waits_for_first_consumer(view: ClusterView, pvc: Mapping[str, Any]) -> bool:
+    """Whether the claim is unbound and of a WaitForFirstConsumer class: its first consumer's node decides where
+    it is provisioned."""
+    if (pvc.get("status") or {}).get("phase") == "Bound":
+        return False
+    class_name = (pvc.get("spec") or {}).get("storageClassName")
+    storage_class = view.storage_class(str(class_name)) if isinstance(class_name, str) and class_name else None
+    return storage_class is not None and storage_class.get("volumeBindingMode") == WAIT_FOR_FIRST_CONSUMER
 
 
 @dataclass(frozen=True)
