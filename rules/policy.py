@@ -131,13 +131,19 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
     if problems:
         raise PolicyError(problems, source)
     base = default_document()
-    roles = {**base["roles"], **(doc.get("roles") or {})}
-    co = {**base["coScheduling"], **(doc.get("coScheduling") or {})}
+
+    def section(name: str) -> dict[str, Any]:
+        """A section of the document over the embedded default's, field by field."""
+        return {**base[name], **(doc.get(name) or {})}
+
+    roles = section("roles")
+    co = section("coScheduling")
     # Only the document's own per-family settings override its `enforcement`: the embedded default spells out
     # `deny` per family, and merging that in would keep `enforcement: warn` from relaxing those families.
     validation = doc.get("validation") or {}
     source_cm = (doc.get("loadAffinitySource") or {}).get("configMap")
-    data_source = {**base["dataSource"], **(doc.get("dataSource") or {})}
+    data_source = section("dataSource")
+    node_agent = section("nodeAgent")
     return Policy(
         enforcement=doc.get("enforcement", base["enforcement"]),
         on_lookup_failure=doc.get("onLookupFailure", base["onLookupFailure"]),
@@ -153,21 +159,15 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
         load_affinity_source=(source_cm["namespace"], source_cm["name"]) if source_cm else None,
         family_enforcement={k: v["enforcement"] for k, v in validation.items() if "enforcement" in v},
         document=dict(doc),
-        stuck_after={**base["audit"], **(doc.get("audit") or {})}["stuckAfterSeconds"],
-        **_node_agent_fields({**base["nodeAgent"], **(doc.get("nodeAgent") or {})}),
+        stuck_after=section("audit")["stuckAfterSeconds"],
+        node_agent_mode=node_agent["mode"],
+        node_agent_max_names=node_agent["maxNodeNames"],
+        node_agent_namespace=node_agent["namespace"],
         data_source_scope=data_source["scope"],
         node_local_drivers=frozenset(data_source["nodeLocalDrivers"]),
         zone_following_drivers=frozenset(data_source["zoneFollowingDrivers"]),
-        cdi_follow_vm=bool({**base["cdi"], **(doc.get("cdi") or {})}["followVM"]),
+        cdi_follow_vm=bool(section("cdi")["followVM"]),
     )
-
-
-def _node_agent_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "node_agent_mode": settings["mode"],
-        "node_agent_max_names": settings["maxNodeNames"],
-        "node_agent_namespace": settings["namespace"],
-    }
 
 
 def parse_policy_text(text: str, source: str = "policy") -> Policy:

@@ -31,7 +31,7 @@ def required_node_affinity(spec: Mapping[str, Any]) -> Any:
     reading makes the answer change when the patched pod is reviewed again.
     """
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED_KEY)
-    return required if selector_terms(required) is not None else None
+    return required if isinstance(required, Mapping) and required.get("nodeSelectorTerms") else None
 
 
 def required_terms(spec: Mapping[str, Any]) -> list[Json] | None:

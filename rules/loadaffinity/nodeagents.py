@@ -248,14 +248,14 @@ def entry_nodes(entries: Iterable[Any], view: ClusterView, namespace: str) -> li
 
 
 def entry_node_agent_problems(
-    entries: Any, path: str, view: ClusterView, policy: Policy, namespace: str
+    entries: Sequence[Any], path: str, view: ClusterView, policy: Policy, namespace: str
 ) -> list[Problem]:
     """A warning for each entry whose matching nodes all lack a Ready node-agent: its data movers would wait.
 
     Nothing when the check is off or no node-agent is known in `namespace` (the webhook cannot tell where they run),
     and nothing for an entry that matches no node (the node check already says so).
     """
-    if policy.node_agent_mode == OFF or not isinstance(entries, list) or not view.node_agents(namespace).known:
+    if policy.node_agent_mode == OFF or not view.node_agents(namespace).known:
         return []
     return [
         (

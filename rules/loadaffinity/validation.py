@@ -15,7 +15,7 @@ from rules.annotations import LOAD_AFFINITY, STORAGE_CLASS
 from rules.context import Context, PodTarget
 from rules.kube.selectors import Problem
 from rules.loadaffinity.entries import backup_pvc_cluster_problems, entry_cluster_problems
-from rules.loadaffinity.nodeagents import default_velero_namespace, entry_node_agent_problems
+from rules.loadaffinity.nodeagents import default_velero_namespace, entry_node_agent_problems, velero_namespace
 from rules.loadaffinity.velero import config_document, config_problems
 from rules.model import Json, Severity
 from rules.policy import POLICY_KEY, POLICY_LABEL, PolicyError, policy_from_config_map
@@ -44,9 +44,10 @@ def velero_config_map(ctx: Context, config_map: Json) -> None:
     if isinstance(entries, list):
         _warn(ctx, entry_cluster_problems(entries, f"{base}.loadAffinity", ctx.view))
     _warn(ctx, backup_pvc_cluster_problems(doc.get("backupPVC"), f"{base}.backupPVC", ctx.view))
-    # The node-agent ConfigMap lives in Velero's namespace, with its node-agents.
-    agents_in = ctx.policy.node_agent_namespace or namespace
-    _warn(ctx, entry_node_agent_problems(entries, f"{base}.loadAffinity", ctx.view, ctx.policy, agents_in))
+    if isinstance(entries, list):
+        # The node-agent ConfigMap lives in Velero's namespace, with its node-agents.
+        agents_in = velero_namespace(ctx.policy, namespace)
+        _warn(ctx, entry_node_agent_problems(entries, f"{base}.loadAffinity", ctx.view, ctx.policy, agents_in))
 
 
 def policy_config_map_cluster(ctx: Context, config_map: Json) -> None:
@@ -62,9 +63,7 @@ def policy_config_map_cluster(ctx: Context, config_map: Json) -> None:
     _warn(ctx, entry_cluster_problems(policy.load_affinity, f"{base}.loadAffinity", ctx.view))
     _warn(ctx, backup_pvc_cluster_problems(policy.backup_pvc, f"{base}.backupPVC", ctx.view))
     agents_in = default_velero_namespace(policy)
-    _warn(
-        ctx, entry_node_agent_problems(list(policy.load_affinity), f"{base}.loadAffinity", ctx.view, policy, agents_in)
-    )
+    _warn(ctx, entry_node_agent_problems(policy.load_affinity, f"{base}.loadAffinity", ctx.view, policy, agents_in))
 
 
 def load_affinity_annotations(ctx: Context, target: PodTarget) -> None:
