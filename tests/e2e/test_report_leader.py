@@ -7,7 +7,6 @@ every half second and uses short lease timings so that a takeover fits in a test
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from rules.reports import REPORT_NAME
 from rules.safeload import load_documents
 from testkit.fakeapi import FakeKubeAPI, running_fake_api
 from testkit.server import running_server
+from tests.state.conftest import eventually
 from tests.support import DATA, EXAMPLES
 from webhook.state.static import iter_objects
 
@@ -29,14 +29,6 @@ def cluster() -> list[dict[str, Any]]:
     for path in (EXAMPLES / "cluster.yaml", DATA / "audit" / "findings.yaml"):
         objects += list(iter_objects(load_documents(path.read_text(), str(path)), str(path)))
     return objects
-
-
-def eventually(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
-        time.sleep(0.05)
-    return result
 
 
 def holder(api: FakeKubeAPI) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from rules.annotations import NODE_AGENT_RESTRICTED
 from rules.loadaffinity.nodeagents import node_agent_ready
 from rules.model import Json
 from tests.support import DATA, dig, load_yaml, mutate_checked, policy, view_from
@@ -15,7 +16,7 @@ TABLE = load_yaml(DATA / "loadaffinity" / "nodeagents.yaml")
 CLUSTER = load_yaml(DATA / "loadaffinity" / "cluster.yaml")
 ROLE_LABELS = {"backup": "snapshot-exposer", "restore": "generic-restore-exposer"}
 REQUIRED = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
-RESTRICTED = "storage-affinity.io/node-agent-restricted"
+RESTRICTED = NODE_AGENT_RESTRICTED
 
 
 def exposer_pod(spec: Json) -> Json:

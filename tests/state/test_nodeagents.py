@@ -8,12 +8,10 @@ from typing import Any
 from rules import pipeline
 from rules.loadaffinity.agents import NodeAgents
 from testkit.fakeapi import FakeKubeAPI
-from tests.rules.test_nodeagents import agent_pod, exposer_pod
+from tests.rules.test_nodeagents import RESTRICTED, agent_pod, exposer_pod
 from tests.state.conftest import Live, eventually
 from tests.state.objects import node
 from tests.support import subject
-
-RESTRICTED = "storage-affinity.io/node-agent-restricted"
 
 
 def linux(name: str) -> dict[str, Any]:
