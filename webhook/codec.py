@@ -19,8 +19,14 @@ from rules.quoting import escaped
 from rules.safeload import NESTED_TOO_DEEPLY, JsonError, NotTextError, dump_json, load_json
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
-WARNING_LIMIT = 120
+#: kube-apiserver keeps warnings whole up to 4096 runes in all; past that it cuts each to 256 runes
+#: (k8s.io/apiserver/pkg/endpoints/filters/warning.go). The API asks for 120 "if possible".
+WARNING_LIMIT = 256
+WARNING_ADVISED = 120
 WARNINGS_TOTAL_LIMIT = 4096
+_NOTE_ROOM = 100  # the last warning that counts those left out
+#: A warning about a field is `path.to.field: message`, the Kubernetes convention; a path has no whitespace.
+_FIELD_WARNING = re.compile(r"^(?P<path>[^\s:]+): (?P<message>.+)$")
 _AUDIT_KEY = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 
 
@@ -142,18 +148,58 @@ def build_response(request: AdmissionRequest, decision: Decision, *, mutating: b
 
 
 def clip_warnings(warnings: list[str]) -> list[str]:
-    """Each warning printable, at most 120 characters, and no more in total than the API server keeps (4 KiB)."""
+    """Each warning printable and fitted (`fit_warning`), and no more in total than the API server keeps whole
+    (4096 runes); what does not fit is counted in a last warning rather than dropped silently."""
     out: list[str] = []
     total = 0
-    for warning in warnings:
-        text = escaped(" ".join(warning.split()))
-        if len(text) > WARNING_LIMIT:
-            text = text[: WARNING_LIMIT - 1] + "…"
-        if total + len(text) > WARNINGS_TOTAL_LIMIT:
+    for i, warning in enumerate(warnings):
+        parts = fit_warning(escaped(" ".join(warning.split())))
+        size = sum(len(part) for part in parts)
+        last = i == len(warnings) - 1
+        if total + size > WARNINGS_TOTAL_LIMIT - (0 if last else _NOTE_ROOM):
+            rest = len(warnings) - i
+            out.append(
+                f"{rest} more warning{'' if rest == 1 else 's'} not shown (storage-affinity-webhook review shows all)"
+            )
             break
-        total += len(text)
-        out.append(text)
+        total += size
+        out += parts
     return out
+
+
+def fit_warning(text: str) -> list[str]:
+    """The warning in parts of at most WARNING_LIMIT runes, nothing cut. One within the advised 120 keeps the
+    Kubernetes layout `path: message`; a longer one puts the message (cause, node names, remedy) first and the
+    field path after it, its last segments dropped if need be (the head names the item: `spec.volumes[1]…`), or
+    left out when not even that fits. A message over the limit by itself continues in a second warning, split
+    between clauses, so that no node name or remedy is cut."""
+    if len(text) <= WARNING_ADVISED:
+        return [text]
+    field = _FIELD_WARNING.match(text)
+    if field is None:
+        return _split(text)
+    message, path = field["message"], field["path"]
+    room = WARNING_LIMIT - len(message) - len(" (at )")
+    if len(path) > room:
+        segments = path.split(".")
+        while len(segments) > 1 and len(".".join(segments) + "…") > room:
+            segments.pop()
+        path = ".".join(segments) + "…" if len(segments) > 1 else ""
+    return [f"{message} (at {path})"] if path else _split(message)
+
+
+def _split(text: str) -> list[str]:
+    """`text` in parts of at most WARNING_LIMIT runes, each but the first opening with `… `, split after the last
+    clause end (`: `, `; `, `, `, else a space) that fits."""
+    parts: list[str] = []
+    while len(text) > WARNING_LIMIT:
+        head = text[: WARNING_LIMIT + 1]
+        at = max(head.rfind(": "), head.rfind("; "), head.rfind(", "))
+        at = at + 1 if at > WARNING_LIMIT // 2 else head.rfind(" ")
+        at = at if at > 0 else WARNING_LIMIT
+        parts.append(text[:at].rstrip())
+        text = "… " + text[at:].lstrip()
+    return [*parts, text]
 
 
 def _shown(value: Any) -> str:

@@ -10,6 +10,8 @@ from typing import Any
 
 import jsonpatch
 
+from webhook.codec import WARNING_LIMIT
+
 AUDIT_KEY = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 
 
@@ -36,7 +38,7 @@ def check_response(review: dict[str, Any], answer: dict[str, Any], *, mutating: 
         status = response["status"]
         assert status["code"] >= 400 and status["message"]
     for warning in response.get("warnings", []):
-        assert isinstance(warning, str) and 0 < len(warning) <= 120
+        assert isinstance(warning, str) and 0 < len(warning) <= WARNING_LIMIT
     for key, value in (response.get("auditAnnotations") or {}).items():
         assert "/" not in key and AUDIT_KEY.match(key) and isinstance(value, str)
     return patch

@@ -20,7 +20,7 @@ from rules.policy import POLICY_LABEL, Policy
 from testkit.reviews import admission_review
 from tests.support import EXAMPLES, load_yaml, policy, subject, view_from
 from webhook.app import create_app
-from webhook.codec import WARNING_LIMIT, build_response, clip_warnings, request_from_document
+from webhook.codec import WARNING_ADVISED, WARNING_LIMIT, build_response, clip_warnings, request_from_document
 from webhook.runtime import Runtime
 from webhook.state.static import load_static_state
 
@@ -135,9 +135,9 @@ def test_mixed_families_one_message_numbered_and_the_relaxed_family_warns() -> N
 def test_warnings_fit_the_api_server_limit() -> None:
     response = respond(PLACEMENT, policy({"enforcement": "warn"}))
     (warning,) = response["warnings"]
-    assert len(PLACEMENT_TEXT) > WARNING_LIMIT
-    assert len(warning) == WARNING_LIMIT
-    assert warning == PLACEMENT_TEXT[: WARNING_LIMIT - 1] + "…"
+    assert len(PLACEMENT_TEXT) > WARNING_ADVISED
+    path, message = PLACEMENT_TEXT.split(": ", 1)
+    assert warning == f"{message} (at {path})"
     assert clip_warnings(["short  one\n"]) == ["short one"]
     many = clip_warnings(["x" * 200] * 100)
     assert all(len(w) <= WARNING_LIMIT for w in many)

@@ -1,0 +1,149 @@
+"""Nothing actionable is cut from a warning (docs/validation.md): every warning the rule tables produce, sent as the
+HTTP answer carries it, keeps each node name and its whole message (cause and remedy) within the API server's
+per-warning limit (k8s.io/apiserver/pkg/endpoints/filters/warning.go: 256 runes once 4 KiB are exceeded).
+
+The tables are those of tests/rules (co-scheduling, data sources, load affinity, node-agents, disk annotations),
+each case run once under its own policy and once with `enforcement: warn`, so that its denials warn too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from rules import pipeline
+from rules.model import Json
+from tests.rules import test_coschedule, test_datasource, test_disk, test_loadaffinity, test_nodeagents
+from tests.support import policy, subject, view_from
+from tests.webhook.review_checks import check_response
+from webhook.codec import WARNING_ADVISED, WARNING_LIMIT, build_response, fit_warning
+from webhook.review import as_request
+
+Case = tuple[str, list[Json], Json | None, Json, str, Json | None]
+
+
+def _cases() -> Iterator[Case]:
+    """(id, cluster objects, policy document, object, operation, old object) of every table case."""
+    for param in test_coschedule.load_cases():
+        (case,) = param.values
+        state = [test_coschedule.state_object(e) for e in case.get("state", ())]
+        yield f"coschedule:{param.id}", state, case.get("policy"), test_coschedule.subject_object(case), "CREATE", None
+    for param in test_datasource.load_cases():
+        (case,) = param.values
+        state = test_datasource.state_objects(case.get("state", []))
+        yield f"datasource:{param.id}", state, case.get("policy"), test_datasource.subject_object(case), "CREATE", None
+    for case in test_loadaffinity.TABLE["cases"]:
+        state = [*test_loadaffinity.CLUSTER, *(case.get("cluster") or ())]
+        pod = test_loadaffinity.build(case["pod"])
+        yield f"loadaffinity:{case['name']}", state, case.get("policy"), pod, "CREATE", None
+    table = test_nodeagents.TABLE
+    for case in table["cases"]:
+        state = [
+            *test_nodeagents.CLUSTER,
+            *table["nodes"],
+            *table["claims"],
+            *(case.get("cluster") or ()),
+            *test_nodeagents.agents(case),
+        ]
+        pod = test_nodeagents.exposer_pod(case.get("pod") or {})
+        yield f"nodeagents:{case['name']}", state, case.get("policy"), pod, "CREATE", None
+    for param in test_disk.cases():
+        (case,) = param.values
+        obj = test_disk.build(case)
+        operation = case.get("operation", "CREATE")
+        yield f"disk:{param.id}", [], None, obj, operation, test_disk.old_object(case, obj)
+
+
+def node_names(state: list[Json]) -> set[str]:
+    """The names of the Nodes of a case and every node a pod of it runs on."""
+    names = {str(o["metadata"]["name"]) for o in state if o.get("kind") == "Node"}
+    return names | {str(o["spec"]["nodeName"]) for o in state if (o.get("spec") or {}).get("nodeName")}
+
+
+def emitted(
+    state: list[Json], doc: Json | None, obj: Json, operation: str, old: Json | None
+) -> list[tuple[str, list[str]]]:
+    """(reason, the warnings the HTTP answer carries for it) of every warning the mutating and validating webhooks
+    give; the answers pass the API server's checks and carry every reason (none is left out for the total)."""
+    view = view_from(*state)
+    chain = pipeline.mutate_then_validate(subject(obj, operation, old), view, policy(doc))
+    request = as_request(obj)
+    review: Json = {"apiVersion": request.api_version, "kind": "AdmissionReview"}
+    review["request"] = {"uid": request.uid, "operation": "CREATE", "object": obj}
+    out: list[tuple[str, list[str]]] = []
+    for decision, mutating in ((chain.mutation, True), (chain.validation, False)):
+        answer = build_response(request, decision, mutating=mutating)
+        check_response(review, answer, mutating=mutating)
+        fitted = [(reason, fit_warning(reason)) for reason in decision.warnings]
+        assert answer["response"].get("warnings", []) == [part for _, parts in fitted for part in parts]
+        out += fitted
+    return out
+
+
+def _collect() -> list[tuple[str, set[str], str, list[str]]]:
+    found: list[tuple[str, set[str], str, list[str]]] = []
+    for name, state, doc, obj, operation, old in _cases():
+        nodes = node_names(state)
+        for enforcement, run in (("own", doc), ("warn", {**(doc or {}), "enforcement": "warn"})):
+            for reason, parts in emitted(state, run, obj, operation, old):
+                found.append((f"{name} ({enforcement} policy)", nodes, reason, parts))
+    return found
+
+
+WARNINGS = _collect()
+FIELD = re.compile(r"^(?P<path>[^\s:]+): (?P<message>.+)$")
+
+
+def test_the_corpus_has_long_warnings_naming_nodes() -> None:
+    """The check below must be able to fail: the corpus has warnings past the advised 120 that name nodes, and
+    some longer than the API server's limit."""
+    reasons = {reason for _, _, reason, _ in WARNINGS}
+    assert len(reasons) > 60
+    long_with_nodes = [r for _, nodes, r, _ in WARNINGS if len(r) > WARNING_ADVISED and any(n in r for n in nodes)]
+    assert len(long_with_nodes) >= 3
+    assert any(len(r) > WARNING_LIMIT for r in reasons)
+
+
+@pytest.mark.parametrize(("case", "nodes", "reason", "parts"), [pytest.param(*w, id=w[0]) for w in WARNINGS])
+def test_node_names_and_the_whole_message_survive(case: str, nodes: set[str], reason: str, parts: list[str]) -> None:
+    assert all(0 < len(part) <= WARNING_LIMIT for part in parts)
+    if len(reason) <= WARNING_ADVISED:
+        assert parts == [reason]
+        return
+    said = " ".join([parts[0], *(part.removeprefix("… ") for part in parts[1:])])
+    for node in nodes:
+        if re.search(rf"(?<![\w.-]){re.escape(node)}(?![\w-])", reason):
+            assert re.search(rf"(?<![\w.-]){re.escape(node)}(?![\w-])", said), f"{case}: node {node} lost"
+    field = FIELD.match(reason)
+    message = field["message"] if field else reason
+    assert said.startswith(message), f"{case}: the cause and remedy come first, whole"
+
+
+@pytest.mark.parametrize(
+    ("reason", "expected"),
+    [
+        pytest.param(
+            "spec.volumes[0].persistentVolumeClaim.claimName: " + "m" * 150,
+            ["m" * 150 + " (at spec.volumes[0].persistentVolumeClaim.claimName)"],
+            id="the path goes after the message",
+        ),
+        pytest.param(
+            "spec.template.spec.volumes[12].persistentVolumeClaim.claimName: " + "m" * 220,
+            ["m" * 220 + " (at spec.template.spec…)"],
+            id="a long path loses its last segments",
+        ),
+        pytest.param("spec.volumes[0].persistentVolumeClaim.claimName: " + "m" * 240, ["m" * 240], id="or goes"),
+        pytest.param(
+            "on node " + "n" * 150 + ", held by " + "p" * 100 + ": remedy",
+            ["on node " + "n" * 150 + ",", "… held by " + "p" * 100 + ": remedy"],
+            id="a message over the limit continues between clauses",
+        ),
+        pytest.param("x" * 300, ["x" * 256, "… " + "x" * 44], id="one word over the limit"),
+        pytest.param("load affinity skipped: " + "w" * 110, ["load affinity skipped: " + "w" * 110], id="no path"),
+    ],
+)
+def test_a_long_warning_is_fitted_message_first_nothing_cut(reason: str, expected: list[str]) -> None:
+    assert fit_warning(reason) == expected
+    assert all(len(part) <= WARNING_LIMIT for part in expected)
