@@ -7,6 +7,9 @@ sorted table for people or as JSON/YAML for tools. Exit codes: 0 clean, 1 findin
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import textwrap
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -115,7 +118,7 @@ def objects_from_api(
                     if count % 500 == 0 and time.monotonic() - started > 1.0:
                         progress(f"listing {kind}s: {count}…")
                 if time.monotonic() - started > 1.0:
-                    progress(f"listed {count} {kind}s")
+                    progress(f"listed {counted(count, kind)}")
             audited.extend(_virtual_machines(api, namespace, index))
     except client.ApiException as exc:
         raise AuditSourceError(f"the Kubernetes API refused a list: {exc.status} {exc.reason}") from None
@@ -170,50 +173,115 @@ def _namespaced(core: Any, what: str, namespace: str | None) -> tuple[Callable[.
 # --- output --------------------------------------------------------------------------------------------------
 
 
-def render(run: AuditRun, output: str) -> str:
+def render(run: AuditRun, output: str, width: int | None = None) -> str:
+    """The run as `output`; a table's MESSAGE column wraps to `width` (None: one line a finding, never cut)."""
     if output == "json":
         return json.dumps(run.as_json(), indent=2)
     if output == "yaml":
         return yaml.safe_dump(run.as_json(), sort_keys=False, allow_unicode=False).rstrip()
-    return render_table(run)
+    if output == "wide":
+        return render_table(run, wide=True)
+    return render_table(run, width)
 
 
 COLUMNS = ("OBJECT", "ROLE", "NODE", "PLACEMENT", "CAUSE", "FAMILY", "SEVERITY", "FIELD", "MESSAGE")
-MESSAGE_WIDTH = 100
+#: `-o wide` adds the pod's phase and, for a stuck storage pod, the remedy of its cause.
+WIDE_COLUMNS = ("OBJECT", "ROLE", "PHASE", "NODE", "PLACEMENT", "CAUSE", "FAMILY", "SEVERITY", "FIELD", "MESSAGE")
+#: The columns that wrap on a narrow terminal, in the order they give up room, and the narrowest each gets (or its
+#: longest word in PLACEMENT and MESSAGE, so that a node name stays on one line); the others, NODE above all, stay
+#: whole.
+WRAPPED = {"OBJECT": 24, "PLACEMENT": 16, "FIELD": 24, "MESSAGE": 40}
 
 
-def render_table(run: AuditRun) -> str:
+def render_table(run: AuditRun, width: int | None = None, *, wide: bool = False) -> str:
     """One row a finding, Multi-Attach movers first, then by namespace, kind and name; a summary line last. The
-    CAUSE column names why a stuck storage pod is stuck (its JSON `cause` has the message and the remedy)."""
+    CAUSE column names why a stuck storage pod is stuck (its JSON `cause` has the message and the remedy). With a
+    `width`, the long columns wrap onto more lines so that the row fits it; nothing is ever cut."""
+    columns = (*WIDE_COLUMNS, "REMEDY") if wide else COLUMNS
     rows: list[tuple[str, ...]] = []
     for report in run.reports:
         name = f"{report.kind.lower()}/{report.namespace + '/' if report.namespace else ''}{report.name}"
         if report.multi_attach:
             name = f"{name} (MULTI-ATTACH)"
         for finding in report.findings:
-            message = finding.message if len(finding.message) <= MESSAGE_WIDTH else finding.message[:99] + "…"
             placement = report.placement + (f" → {report.wanted}" if report.wanted else "")
             cause = report.cause.code if report.cause is not None else "-"
-            where = (name, report.role or "-", report.node or "-", placement or "-", cause)
-            rows.append((*where, finding.family, finding.severity, finding.field or "-", message))
+            where = (name, report.role or "-", *([report.phase or "-"] if wide else []), report.node or "-")
+            row = (*where, placement or "-", cause, finding.family, finding.severity, finding.field or "-")
+            if wide:
+                remedy = report.cause.remedy if report.cause is not None else "-"
+                rows.append((*row, finding.message, remedy))
+            else:
+                rows.append((*row, finding.message))
     summary = run.summary()
-    line = (
-        f"{summary['audited']} objects audited: {summary['findings']} findings in {summary['objectsWithFindings']} "
-        f"objects, {summary['multiAttach']} Multi-Attach (movers stuck on a claim held elsewhere), "
-        f"{summary['stuck']} stuck storage pod{'' if summary['stuck'] == 1 else 's'}"
-    )
     if not rows:
-        return f"{summary['audited']} objects audited: no findings"
-    widths = [max(len(r[i]) for r in [COLUMNS, *rows]) for i in range(len(COLUMNS) - 1)]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1]
-        for row in [COLUMNS, *rows]
-    ]
+        return f"{counted(summary['audited'], 'object')} audited: no findings"
+    line = (
+        f"{counted(summary['audited'], 'object')} audited: {counted(summary['findings'], 'finding')} in "
+        f"{counted(summary['objectsWithFindings'], 'object')}, {summary['multiAttach']} Multi-Attach (movers stuck "
+        f"on a claim held elsewhere), {counted(summary['stuck'], 'stuck storage pod')}"
+    )
+    widths = [max(len(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
+    if width is not None and not wide:
+        widths = _fitted(columns, rows, widths, width)
+    lines: list[str] = []
+    for row in [columns, *rows]:
+        cells = [_wrapped(cell, w) for cell, w in zip(row, widths, strict=True)]
+        for i in range(max(len(c) for c in cells)):
+            parts = [c[i] if i < len(c) else "" for c in cells]
+            lines.append("  ".join(p.ljust(w) for p, w in zip(parts, widths, strict=True)).rstrip())
     return "\n".join([*lines, "", line])
+
+
+def _fitted(columns: tuple[str, ...], rows: list[tuple[str, ...]], widths: list[int], width: int) -> list[int]:
+    """Column widths whose rows fit `width`: OBJECT, PLACEMENT and FIELD give up room first, the widest a character
+    at a time, then MESSAGE; none below its minimum (a terminal narrower than that wraps the row itself)."""
+    fitted = list(widths)
+    floor = {
+        i: max([WRAPPED[c], *(len(word) for r in rows for word in r[i].split() if c in ("PLACEMENT", "MESSAGE"))])
+        for i, c in enumerate(columns)
+        if c in WRAPPED
+    }
+    excess = sum(fitted) + 2 * (len(fitted) - 1) - width
+    for group in ([i for i in floor if columns[i] != "MESSAGE"], [i for i in floor if columns[i] == "MESSAGE"]):
+        while excess > 0 and (narrowable := [i for i in group if fitted[i] > floor[i]]):
+            widest = max(narrowable, key=lambda i: fitted[i])
+            fitted[widest] -= 1
+            excess -= 1
+    return fitted
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width`, broken at spaces, and a longer word (a field path) after a `.` or `/`
+    where it can: wrapped, never cut."""
+    lines: list[str] = []
+    for wrapped in textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [text]:
+        rest = wrapped
+        while len(rest) > width:
+            at = max(rest.rfind(".", 0, width), rest.rfind("/", 0, width)) + 1
+            at = at if at > 0 else width
+            lines.append(rest[:at])
+            rest = rest[at:]
+        lines.append(rest)
+    return lines
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 finding`, `2 findings`: the count and its noun agreeing in number."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def default_output(stream: TextIO) -> str:
     return "table" if stream.isatty() else "json"
+
+
+def table_width(stream: TextIO) -> int | None:
+    """The width a table wraps to: on a terminal, its width ($COLUMNS first, as `shutil` reads it); elsewhere
+    $COLUMNS when set, else None, so that a table written to a file or a pipe keeps a finding a line."""
+    if stream.isatty():
+        return shutil.get_terminal_size().columns
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
 
 
 def exit_code(run: AuditRun) -> int:
