@@ -263,3 +263,9 @@ def iter_objects(documents: list[Any], source: str) -> Iterator[dict[str, Any]]:
                 yield item
         else:
             yield doc
+
+
+def unreadable(source: str, exc: OSError | UnicodeDecodeError) -> str:
+    """The one wording of a file that cannot be read: `<file>: cannot read: No such file or directory`."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return f"{source}: cannot read: {reason}"

@@ -1,6 +1,6 @@
-"""The `storage-affinity-webhook` command: serve, review, audit, certs.
+"""The `storage-affinity-webhook` command: serve, rotate-certs, review, audit, certs.
 
-Exit codes of `review`: 0 allowed, 1 denied, 2 bad input or usage.
+Each subcommand's help gives its exit codes; 2 is always bad input or usage (argparse's own).
 """
 
 from __future__ import annotations
@@ -15,10 +15,36 @@ from typing import Any
 
 import yaml
 
+from rules.safeload import unreadable
 from webhook import selfcerts
 from webhook.settings import LeaseTiming, default
 
 EXIT_ALLOWED, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _exit_codes(*codes: str) -> str:
+    """The epilog of a subcommand: its exit codes, one a line, and 2 for bad input or usage."""
+    return "\n".join(["exit codes:", *(f"  {c}" for c in codes), "  2  bad input or usage"])
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("storage-affinity-webhook")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _subcommand(sub: Any, name: str, summary: str, description: str, *codes: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=_exit_codes(*codes),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,9 +52,18 @@ def _parser() -> argparse.ArgumentParser:
         prog="storage-affinity-webhook",
         description="Admission webhook that places storage-bound pods where their storage can be used.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run the HTTPS admission server (gunicorn, gevent workers)")
+    serve = _subcommand(
+        sub,
+        "serve",
+        "run the HTTPS admission server (gunicorn, gevent workers)",
+        "Serve /mutate and /validate over HTTPS, with cluster state from the Kubernetes API (live) or\n"
+        "from --cluster manifests (static), until SIGTERM.",
+        "0  stopped by SIGTERM after in-flight reviews finished",
+        "1  --cert-mode self could not issue the first certificate",
+    )
     serve.add_argument("--bind", default=default("bind"), help="address:port to listen on (default %(default)s)")
     serve.add_argument("--cert", required=True, type=Path, help="serving certificate (PEM)")
     serve.add_argument("--key", required=True, type=Path, help="serving key (PEM)")
@@ -110,7 +145,12 @@ def _parser() -> argparse.ArgumentParser:
         help="audit the objects in the state the server holds this often, into the audit metrics (default "
         "%(default)s; 0 turns it off)",
     )
-    serve.add_argument("--log-level", default=default("log_level"), choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--log-level",
+        default=default("log_level"),
+        choices=["debug", "info", "warning", "error"],
+        help="least severe log record written (default %(default)s)",
+    )
     serve.add_argument(
         "--reports",
         choices=["auto", "openreports", "wgpolicyk8s", "off"],
@@ -146,15 +186,33 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--mutating-webhook", help="self mode: MutatingWebhookConfiguration to keep the caBundle of")
     serve.add_argument("--validating-webhook", help="self mode: ValidatingWebhookConfiguration to keep the caBundle of")
 
-    rot = sub.add_parser("rotate-certs", help="certificate mode self: issue and rotate the webhook's certificates")
+    rot = _subcommand(
+        sub,
+        "rotate-certs",
+        "certificate mode self: issue and rotate the webhook's certificates",
+        "Keep the CA and serving certificate in --cert-secret current, write them to --cert-dir and\n"
+        "the CA into the webhook configurations' caBundle (what `serve --cert-mode self` runs).",
+        "0  reconciled (--once), or stopped by SIGTERM",
+        "1  a rotation failed (the message says why)",
+    )
     rot.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", ""), help="the Secret's namespace")
     rot.add_argument("--kubeconfig", type=Path, help="kubeconfig (default: $KUBECONFIG or in-cluster)")
     rot.add_argument("--once", action="store_true", help="reconcile once and exit")
     rot.add_argument("--interval", type=float, default=600.0, help="seconds between reconciles (default 600)")
     selfcerts.add_arguments(rot)
 
-    rev = sub.add_parser("review", help="run the admission pipeline offline: mutate, apply, validate")
-    rev.add_argument("-f", "--file", required=True, help="AdmissionReview or bare Pod/Job/ConfigMap; - for stdin")
+    rev = _subcommand(
+        sub,
+        "review",
+        "run the admission pipeline offline: mutate, apply, validate",
+        "Review one object as the API server would send it to both webhooks: mutate, apply the\n"
+        "patch, validate the result; print the decision, warnings on stderr.",
+        "0  allowed",
+        "1  denied (the reason on stderr)",
+    )
+    rev.add_argument(
+        "-f", "--file", required=True, metavar="FILE", help="AdmissionReview or bare Pod/Job/ConfigMap; - for stdin"
+    )
     rev.add_argument("--policy", type=Path, help="policy file (ConfigMap or bare document); default: embedded")
     rev.add_argument(
         "--cluster",
@@ -168,21 +226,34 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     rev.add_argument("--namespace", default="", help="the webhook's own namespace (exempt)")
-    rev.add_argument("-o", "--output", choices=["json", "yaml", "patch"], default="json")
+    rev.add_argument(
+        "-o",
+        "--output",
+        choices=["json", "yaml", "patch"],
+        default="json",
+        help="json: the whole decision; yaml: the object as admitted; patch: the JSON Patch (default %(default)s)",
+    )
 
-    aud = sub.add_parser(
+    aud = _subcommand(
+        sub,
         "audit",
-        help="review existing objects: every validating rule, what the mutating rules would change now, and why "
+        "review existing objects: every validating rule, what the mutating rules would change now, and why "
         "each stuck storage pod is stuck",
-        description="Exit 0 when clean, 1 with findings, 2 on bad input or an unreachable API.",
+        "Audit the objects of the live API, or of --cluster manifests: every file after --cluster,\n"
+        "up to the next option, is one set, both the objects audited and the cluster they are\n"
+        "judged against (repeat --cluster to add more).",
+        "0  no findings",
+        "1  findings",
     )
     aud.add_argument(
         "--cluster",
         nargs="+",
+        action="extend",
         type=Path,
         default=[],
-        metavar="FILE",
-        help="audit these manifests (the formats of review --cluster) instead of the live API",
+        metavar="MANIFEST",
+        help="audit the objects of these manifest files (the formats of review --cluster; every file up to the "
+        "next option) instead of the live API",
     )
     aud.add_argument(
         "--kubeconfig",
@@ -194,10 +265,21 @@ def _parser() -> argparse.ArgumentParser:
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="audit every namespace (the default)")
     aud.add_argument("--policy", type=Path, help="policy file (ConfigMap or bare document); default: embedded")
     aud.add_argument(
-        "-o", "--output", choices=["table", "json", "yaml"], help="default: table on a terminal, json otherwise"
+        "-o",
+        "--output",
+        choices=["table", "wide", "json", "yaml"],
+        help="table: one row a finding, messages wrapped to the terminal; wide: also PHASE and REMEDY, one line "
+        "a finding, never wrapped (default: table on a terminal, json otherwise)",
     )
 
-    certs = sub.add_parser("certs", help="issue a development CA and serving certificate")
+    certs = _subcommand(
+        sub,
+        "certs",
+        "issue a development CA and serving certificate",
+        "Write a fresh development CA (ca.crt) and a serving certificate for the Service's DNS\n"
+        "names (tls.crt, tls.key) into --out; the CA key is not kept.",
+        "0  written",
+    )
     certs.add_argument("--service", required=True, help="the webhook Service name")
     certs.add_argument("--namespace", required=True, help="the Service's namespace")
     certs.add_argument("--out", required=True, type=Path, help="directory for ca.crt, tls.crt, tls.key")
@@ -241,8 +323,10 @@ def _serve_files(args: argparse.Namespace) -> int:
     from webhook.settings import Settings
 
     for path in (args.cert, args.key, *(args.cluster or ()), *([args.policy] if args.policy else [])):
-        if not path.is_file():
-            print(f"storage-affinity-webhook: {path}: no such file", file=sys.stderr)
+        try:
+            path.open("rb").close()
+        except OSError as exc:
+            print(f"storage-affinity-webhook: {unreadable(str(path), exc)}", file=sys.stderr)
             return EXIT_BAD_INPUT
     if args.audit_interval < 0:
         print(f"storage-affinity-webhook: --audit-interval {args.audit_interval:g}: 0 (off) or more", file=sys.stderr)
@@ -297,7 +381,7 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     run = audit.run_audit(objects, view, policy, args.namespace)
-    print(audit.render(run, args.output or audit.default_output(sys.stdout)))
+    print(audit.render(run, args.output or audit.default_output(sys.stdout), audit.table_width(sys.stdout)))
     return audit.exit_code(run)
 
 
@@ -362,13 +446,13 @@ def _review(args: argparse.Namespace) -> int:
         view = load_static_state(args.cluster)
         result = review(as_request(documents[0]), policy, view, args.namespace)
     except (OSError, UnicodeDecodeError) as exc:
-        print(f"storage-affinity-webhook: cannot read input: {exc}", file=sys.stderr)
+        print(f"storage-affinity-webhook: {unreadable(source, exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (DocumentError, PolicyError, ReviewError) as exc:
+    except (DocumentError, PolicyError) as exc:  # these name their file
         print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except BadObject as exc:
-        print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
+    except (ReviewError, BadObject) as exc:
+        print(f"storage-affinity-webhook: {source}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     out: Any
     if args.output == "json":
@@ -397,5 +481,9 @@ class _PlainDumper(yaml.SafeDumper):
 def _certs(args: argparse.Namespace) -> int:
     from certs.cli import issue_to_dir
 
-    issue_to_dir(args.service, args.namespace, args.out)
+    try:
+        issue_to_dir(args.service, args.namespace, args.out)
+    except OSError as exc:
+        print(f"storage-affinity-webhook: {exc.filename or args.out}: cannot write: {exc.strerror}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rules.policy import Policy, PolicyError, default_policy, parse_policy_text
+from rules.safeload import unreadable
 
 
 def load_policy_file(path: Path | None) -> tuple[Policy, str]:
@@ -14,6 +15,5 @@ def load_policy_file(path: Path | None) -> tuple[Policy, str]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
-        raise PolicyError([("", f"{path}: cannot read: {reason}")]) from None
+        raise PolicyError([("", unreadable(str(path), exc))]) from None
     return parse_policy_text(text, str(path)), str(path)

@@ -100,7 +100,7 @@ def test_one_namespace_only(capsys: pytest.CaptureFixture[str]) -> None:
     [
         (["--cluster", "missing.yaml"], "storage-affinity-webhook: missing.yaml: cannot read:"),
         (["--cluster", str(EXAMPLES / "cluster.yaml"), "--policy", "missing.yaml"], "missing.yaml"),
-        (["--kubeconfig", "missing.yaml"], "--kubeconfig missing.yaml: no such file"),
+        (["--kubeconfig", "missing.yaml"], "--kubeconfig missing.yaml: cannot read: No such file or directory"),
     ],
 )
 def test_bad_input_exits_2_naming_the_problem(

@@ -70,14 +70,17 @@ def test_stdin_and_admission_review_input() -> None:
     [
         ("kind: Pod\nmetadata: {name: [\n", "storage-affinity-webhook: <stdin>: YAML syntax error at line 3"),
         ("a: 1\n---\nb: 2\n", "storage-affinity-webhook: <stdin>: expected exactly one document, found 2"),
-        ("just text\n", "storage-affinity-webhook: input is neither an AdmissionReview nor a Kubernetes manifest"),
+        (
+            "just text\n",
+            "storage-affinity-webhook: <stdin>: input is neither an AdmissionReview nor a Kubernetes manifest",
+        ),
         (
             "kind: Pod\nmetadata: {name: p}\nspec: {volumes: x}\n",
-            "storage-affinity-webhook: spec.volumes: must be a list, not string",
+            "storage-affinity-webhook: <stdin>: spec.volumes: must be a list, not string",
         ),
         (
             '{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1"}',
-            "storage-affinity-webhook: AdmissionReview has no request",
+            "storage-affinity-webhook: <stdin>: AdmissionReview has no request",
         ),
     ],
 )

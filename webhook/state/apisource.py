@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rules.safeload import unreadable
+
 
 class ApiConfigError(ValueError):
     """No usable connection settings for the Kubernetes API."""
@@ -19,8 +21,11 @@ class ApiConfigError(ValueError):
 def api_source(kubeconfig: Path | None = None) -> tuple[str, Path | None]:
     """Like controller-runtime: --kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config → (kind, file)."""
     if kubeconfig is not None:
-        if not kubeconfig.is_file():
-            raise ApiConfigError(f"cannot load the Kubernetes API settings: --kubeconfig {kubeconfig}: no such file")
+        try:
+            kubeconfig.open("rb").close()
+        except OSError as exc:
+            why = unreadable(str(kubeconfig), exc)
+            raise ApiConfigError(f"cannot load the Kubernetes API settings: --kubeconfig {why}") from None
         return "kubeconfig", kubeconfig
     if os.environ.get("KUBECONFIG"):
         return "$KUBECONFIG", None

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rules.kube.shapes import object_problems
 from rules.model import Json
-from rules.safeload import DocumentError, iter_objects, load_documents
+from rules.safeload import DocumentError, iter_objects, load_documents, unreadable
 from webhook.state.index import KINDS, ClusterIndex, bulk_ingest
 
 
@@ -25,7 +25,7 @@ def read_manifests(paths: Iterable[str | Path]) -> list[tuple[str, Json]]:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise DocumentError(f"{source}: cannot read: {exc}") from None
+            raise DocumentError(unreadable(source, exc)) from None
         manifests.extend((source, obj) for obj in iter_objects(load_documents(text, source), source))
     return manifests
 
@@ -33,16 +33,21 @@ def read_manifests(paths: Iterable[str | Path]) -> list[tuple[str, Json]]:
 def state_of(manifests: Iterable[tuple[str, Json]]) -> ClusterIndex:
     """The index of the objects the rules read, each checked at the same typed boundary as a review's object."""
     index = ClusterIndex()
+    problems: list[str] = []  # every object's every problem, each naming its file; none is indexed if any
     with bulk_ingest():
         for source, obj in manifests:
             if obj.get("kind") not in KINDS:
                 continue
             meta = obj.get("metadata")
             if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
-                raise DocumentError(f"{source}: a {obj.get('kind')} has no metadata.name")
-            if problems := object_problems(str(obj["kind"]), obj).types:
+                problems.append(f"{source}: a {obj.get('kind')} has no metadata.name")
+                continue
+            if found := object_problems(str(obj["kind"]), obj).types:
                 where = "/".join(filter(None, (meta.get("namespace"), meta["name"])))
-                field, message = problems[0]
-                raise DocumentError(f"{source}: {obj['kind']} {where}: {field}: {message}")
-            index.apply(obj)
+                problems += [f"{source}: {obj['kind']} {where}: {field}: {message}" for field, message in found]
+                continue
+            if not problems:
+                index.apply(obj)
+    if problems:
+        raise DocumentError("; ".join(problems))
     return index

@@ -1,0 +1,135 @@
+"""The command line as an operator meets it (webhook/cli.py): its version, each subcommand's help (description,
+exit codes, every option explained), one wording for a file that cannot be read, every problem of a bad file
+named with the file, and counts that agree in number."""
+
+from __future__ import annotations
+
+import argparse
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from tests.support import DATA, EXAMPLES
+from webhook.cli import _parser, main
+
+CLUSTER = str(EXAMPLES / "cluster.yaml")
+MISSING = "no-such-manifest.yaml"
+UNREADABLE = f"{MISSING}: cannot read: No such file or directory"
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"storage-affinity-webhook {version('storage-affinity-webhook')}\n"
+
+
+def test_every_subcommand_is_listed() -> None:
+    assert set(subcommands()) == {"serve", "rotate-certs", "review", "audit", "certs"}
+
+
+@pytest.mark.parametrize("name", sorted(subcommands()))
+def test_every_subcommand_has_a_description_its_exit_codes_and_help_for_every_option(name: str) -> None:
+    parser = subcommands()[name]
+    assert parser.description and len(parser.description) > 40
+    epilog = parser.epilog or ""
+    assert epilog.startswith("exit codes:\n  0  ")
+    assert epilog.endswith("\n  2  bad input or usage")
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        assert action.help and action.help != argparse.SUPPRESS, f"{name} {action.option_strings}: no help"
+    text = parser.format_help()  # every %(default)s expands
+    assert "exit codes:" in text and parser.description in text
+
+
+def test_audit_usage_says_which_files_belong_to_cluster(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    usage = subcommands()["audit"].format_usage()
+    assert "--cluster MANIFEST [MANIFEST ...]" in usage
+    assert "up to the next option" in (subcommands()["audit"].description or "")
+    findings = str(DATA / "audit" / "findings.yaml")
+    once = main(["audit", "--cluster", CLUSTER, findings, "-o", "json"]), capsys.readouterr().out
+    twice = main(["audit", "--cluster", CLUSTER, "-o", "json", "--cluster", findings]), capsys.readouterr().out
+    assert once == twice and once[0] == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["review", "-f", MISSING],
+        ["review", "-f", str(EXAMPLES / "plain-pod.yaml"), "--policy", MISSING],
+        ["review", "-f", str(EXAMPLES / "plain-pod.yaml"), "--cluster", MISSING],
+        ["audit", "--cluster", MISSING],
+        ["audit", "--cluster", CLUSTER, "--policy", MISSING],
+        ["audit", "--kubeconfig", MISSING],
+        ["serve", "--cert", MISSING, "--key", MISSING],
+        ["serve", "--cert", CLUSTER, "--key", CLUSTER, "--cluster", MISSING],
+    ],
+    ids=lambda args: " ".join(a for a in args if a.startswith("-") or a.isalpha()),
+)
+def test_a_missing_file_is_said_one_way(capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("storage-affinity-webhook: ") and err.rstrip().endswith(UNREADABLE), err
+
+
+def test_a_bad_cluster_file_is_refused_with_every_problem_and_its_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """types.go of CDI's DataVolumeStatus (phase: a string) and core/v1 PersistentVolumeClaimSpec (volumeName: a
+    string); a Node without a name cannot be indexed."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: cdi.kubevirt.io/v1beta1\nkind: DataVolume\nmetadata: {name: root, namespace: vms}\n"
+        "status: {phase: [Succeeded]}\n---\n"
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: shop}\n"
+        "spec: {volumeName: [x]}\n---\n"
+        "apiVersion: v1\nkind: Node\nmetadata: {labels: {a: b}}\n"
+    )
+    for args in (
+        ["review", "-f", str(EXAMPLES / "plain-pod.yaml"), "--cluster", str(bad)],
+        ["audit", "--cluster", str(bad)],
+    ):
+        assert main(args) == 2
+        assert capsys.readouterr().err == (
+            f"storage-affinity-webhook: {bad}: DataVolume vms/root: status.phase: must be a string, not list; "
+            f"{bad}: PersistentVolumeClaim shop/data: spec.volumeName: must be a string, not list; "
+            f"{bad}: a Node has no metadata.name\n"
+        )
+
+
+def test_a_bad_object_to_review_is_refused_with_every_problem_and_its_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pod = tmp_path / "pod.yaml"
+    pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: [a]}\nspec: {volumes: x}\n")
+    assert main(["review", "-f", str(pod)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"storage-affinity-webhook: {pod}: ")
+    assert "metadata.labels: must be" in err and "spec.volumes: must be a list" in err, err
+
+
+@pytest.mark.parametrize(
+    ("files", "summary"),
+    [
+        ([str(EXAMPLES / "pinned-away-pod.yaml")], "2 objects audited: 1 finding in 1 object, "),
+        ([str(DATA / "audit" / "findings.yaml")], "10 objects audited: 11 findings in 9 objects, "),
+    ],
+)
+def test_counts_agree_in_number(capsys: pytest.CaptureFixture[str], files: list[str], summary: str) -> None:
+    assert main(["audit", "--cluster", CLUSTER, *files, "-o", "table"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1].startswith(summary)
+
+
+def test_certs_into_a_directory_that_cannot_be_made_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["certs", "--service", "s", "--namespace", "n", "--out", str(blocker / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"storage-affinity-webhook: {blocker / 'out'}: cannot write: "), err
