@@ -2,7 +2,8 @@
 HTTP answer carries it, keeps each node name and its whole message (cause and remedy) within the API server's
 per-warning limit (k8s.io/apiserver/pkg/endpoints/filters/warning.go: 256 runes once 4 KiB are exceeded).
 
-The tables are those of tests/rules (co-scheduling, data sources, load affinity, node-agents, disk annotations),
+The tables are those of tests/rules that produce warnings (co-scheduling, data sources, load affinity and its
+annotation, node-agents, Velero's ConfigMap, placement consistency, disk annotations),
 each case run once under its own policy and once with `enforcement: warn`, so that its denials warn too.
 """
 
@@ -15,7 +16,15 @@ import pytest
 
 from rules import pipeline
 from rules.model import Json
-from tests.rules import test_coschedule, test_datasource, test_disk, test_loadaffinity, test_nodeagents
+from tests.rules import (
+    test_coschedule,
+    test_datasource,
+    test_disk,
+    test_loadaffinity,
+    test_nodeagents,
+    test_placement,
+    test_velero_configmap,
+)
 from tests.support import policy, subject, view_from
 from tests.webhook.review_checks import check_response
 from webhook.codec import WARNING_ADVISED, WARNING_LIMIT, build_response, fit_warning
@@ -49,6 +58,18 @@ def _cases() -> Iterator[Case]:
         ]
         pod = test_nodeagents.exposer_pod(case.get("pod") or {})
         yield f"nodeagents:{case['name']}", state, case.get("policy"), pod, "CREATE", None
+    for case in test_placement.CONSISTENCY["cases"]:
+        pod = test_placement.pod(case["spec"], case.get("namespace", "shop"))
+        yield f"placement:{case['name']}", test_placement.cluster(case), None, pod, "CREATE", None
+    for case in [*test_velero_configmap.TABLE["invalid"], *test_velero_configmap.TABLE["valid"]]:
+        config_map = test_velero_configmap.config_map(case)
+        state = list(test_velero_configmap.CLUSTER)
+        yield f"velero-configmap:{case['name']}", state, test_velero_configmap.SOURCE, config_map, "CREATE", None
+    for case in test_loadaffinity.VALIDATION["pod_annotations"]:
+        pod = test_loadaffinity.build(
+            {"role": case["role"], "claims": ["data-kibishii"], "annotations": case["annotations"]}
+        )
+        yield f"load-affinity-annotation:{case['name']}", list(test_loadaffinity.CLUSTER), None, pod, "CREATE", None
     for param in test_disk.cases():
         (case,) = param.values
         obj = test_disk.build(case)
