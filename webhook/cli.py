@@ -22,9 +22,9 @@ from webhook.settings import LeaseTiming, default
 EXIT_ALLOWED, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 
 
-def _exit_codes(*codes: str) -> str:
-    """The epilog of a subcommand: its exit codes, one a line, and 2 for bad input or usage."""
-    return "\n".join(["exit codes:", *(f"  {c}" for c in codes), "  2  bad input or usage"])
+def _exit_codes(codes: tuple[str, ...], bad: str) -> str:
+    """The epilog of a subcommand: its exit codes, one a line, 2 (bad input or usage) last."""
+    return "\n".join(["exit codes:", *(f"  {c}" for c in codes), f"  2  {bad}"])
 
 
 def _version() -> str:
@@ -36,12 +36,14 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def _subcommand(sub: Any, name: str, summary: str, description: str, *codes: str) -> argparse.ArgumentParser:
+def _subcommand(
+    sub: Any, name: str, summary: str, description: str, *codes: str, bad: str = "bad input or usage"
+) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = sub.add_parser(
         name,
         help=summary,
         description=description,
-        epilog=_exit_codes(*codes),
+        epilog=_exit_codes(codes, bad),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return parser
@@ -244,6 +246,7 @@ def _parser() -> argparse.ArgumentParser:
         "judged against (repeat --cluster to add more).",
         "0  no findings",
         "1  findings",
+        bad="bad input or usage, or the API cannot be reached or refuses to list",
     )
     aud.add_argument(
         "--cluster",
