@@ -174,7 +174,7 @@ def _namespaced(core: Any, what: str, namespace: str | None) -> tuple[Callable[.
 
 
 def render(run: AuditRun, output: str, width: int | None = None) -> str:
-    """The run as `output`; a table's MESSAGE column wraps to `width` (None: one line a finding, never cut)."""
+    """The run as `output`; a table's long columns wrap to `width` (None: a finding a line), `wide` never wraps."""
     if output == "json":
         return json.dumps(run.as_json(), indent=2)
     if output == "yaml":
@@ -186,7 +186,9 @@ def render(run: AuditRun, output: str, width: int | None = None) -> str:
 
 COLUMNS = ("OBJECT", "ROLE", "NODE", "PLACEMENT", "CAUSE", "FAMILY", "SEVERITY", "FIELD", "MESSAGE")
 #: `-o wide` adds the pod's phase and, for a stuck storage pod, the remedy of its cause.
-WIDE_COLUMNS = ("OBJECT", "ROLE", "PHASE", "NODE", "PLACEMENT", "CAUSE", "FAMILY", "SEVERITY", "FIELD", "MESSAGE")
+WIDE_COLUMNS = (
+    "OBJECT", "ROLE", "PHASE", "NODE", "PLACEMENT", "CAUSE", "FAMILY", "SEVERITY", "FIELD", "MESSAGE", "REMEDY",
+)  # fmt: skip
 #: The columns that wrap on a narrow terminal, in the order they give up room, and the narrowest each gets (or its
 #: longest word in PLACEMENT and MESSAGE, so that a node name stays on one line); the others, NODE above all, stay
 #: whole.
@@ -197,7 +199,7 @@ def render_table(run: AuditRun, width: int | None = None, *, wide: bool = False)
     """One row a finding, Multi-Attach movers first, then by namespace, kind and name; a summary line last. The
     CAUSE column names why a stuck storage pod is stuck (its JSON `cause` has the message and the remedy). With a
     `width`, the long columns wrap onto more lines so that the row fits it; nothing is ever cut."""
-    columns = (*WIDE_COLUMNS, "REMEDY") if wide else COLUMNS
+    columns = WIDE_COLUMNS if wide else COLUMNS
     rows: list[tuple[str, ...]] = []
     for report in run.reports:
         name = f"{report.kind.lower()}/{report.namespace + '/' if report.namespace else ''}{report.name}"
