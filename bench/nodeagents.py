@@ -192,8 +192,9 @@ def patch_sizes(nodes: int) -> dict[str, int]:
     without = frozenset(names[: max(1, nodes // 10)])
     with_agent = frozenset(names) - without
     terms = [{"matchExpressions": [{"key": "kubernetes.io/os", "operator": "NotIn", "values": ["windows"]}]}]
-    named = restriction(index, terms, with_agent, without, cap=len(with_agent))
-    excluded = restriction(index, terms, with_agent, without, cap=len(without))  # too small for the named form
+    node_set = index.node_set()
+    named = restriction(node_set, terms, with_agent, without, cap=len(with_agent))
+    excluded = restriction(node_set, terms, with_agent, without, cap=len(without))  # too small for the named form
     assert named is not None and named[0] == "In" and excluded is not None and excluded[0] == "NotIn"
     return {
         "named_nodes": len(with_agent),

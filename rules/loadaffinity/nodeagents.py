@@ -160,7 +160,7 @@ def split(view: ClusterView, agents: NodeAgents, constraints: Constraints, cap: 
     def compute() -> Split:
         admissible = admissible_nodes(nodes, constraints)
         with_agent, without = admissible & agents.ready, admissible - agents.ready
-        restricted = restriction(view, constraints.terms, with_agent, without, cap) if with_agent and without else None
+        restricted = restriction(nodes, constraints.terms, with_agent, without, cap) if with_agent and without else None
         return Split(len(admissible), len(with_agent), len(without), restricted)
 
     return _SPLITS.by_identity((nodes, agents), (constraints.key(), cap), compute)
@@ -189,7 +189,7 @@ def admissible_nodes(nodes: NodeSet, constraints: Constraints) -> frozenset[str]
 
 
 def restriction(
-    view: ClusterView,
+    nodes: NodeSet,
     terms: Sequence[Mapping[str, Any]] | None,
     with_agent: frozenset[str],
     without: frozenset[str],
@@ -197,7 +197,8 @@ def restriction(
 ) -> tuple[str, list[Json]] | None:
     """(how, terms): the nodes with a node-agent named while that fits under `cap`, else the others excluded.
 
-    A named node is crossed only with the pod's terms it matches: the others could never hold on it.
+    A named node is crossed only with the pod's terms it matches: the others could never hold on it. The nodes
+    come from the snapshot the split was made on: no cluster lookup in the admission path.
     """
     base = [dict(term) for term in terms] if terms is not None else None
     if len(with_agent) <= cap:  # each named node makes at least one term: past the cap, do not even try
@@ -207,7 +208,7 @@ def restriction(
             if base is None:
                 named.append(pin)
             else:
-                node = view.node(name) or {"metadata": {"name": name}}
+                node = nodes.get(name) or {"metadata": {"name": name}}
                 named.extend(merge_terms(term, pin) for term in base if term_matches(term, node))
             if len(named) > cap:
                 break

@@ -209,8 +209,9 @@ def bulk_ingest() -> Iterator[None]:
                 gc.freeze()
 
 
-def _labels(node: Mapping[str, Any]) -> Any:
-    return (node.get("metadata") or {}).get("labels")
+def _placement(node: Mapping[str, Any]) -> tuple[Any, Any]:
+    """What of a node decides which pods it may take: its labels, and its taints and cordon (the trimmed spec)."""
+    return (node.get("metadata") or {}).get("labels"), node.get("spec")
 
 
 def _identity(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str]]:
@@ -227,7 +228,7 @@ class ClusterIndex:
         self._objects: dict[str, dict[tuple[str, str], Json]] = {kind: {} for kind in KINDS}
         self._claim_users: dict[tuple[str, str], dict[str, Json]] = {}
         self._pod_claims: dict[tuple[str, str], list[str]] = {}
-        self._node_set: NodeSet | None = None  # built on first use after the nodes' names or labels changed
+        self._node_set: NodeSet | None = None  # built on first use after nodes came, went or changed labels or taints
         # Velero node-agent pods, which mount no claim: namespace → pod name → (node, Ready), and per namespace
         # the snapshot rules read, rebuilt on first use after a node or readiness changed (not on every update).
         self._agents: dict[str, dict[str, tuple[str, bool]]] = {}
@@ -258,7 +259,7 @@ class ClusterIndex:
         trimmed = trim(obj)
         with self._lock:
             previous = self._objects[kind].get(key)
-            if kind == "Node" and (previous is None or _labels(previous) != _labels(trimmed)):
+            if kind == "Node" and (previous is None or _placement(previous) != _placement(trimmed)):
                 self._node_set = None
             self._objects[kind][key] = trimmed
             self._links.update(kind, key, previous, trimmed)
@@ -346,8 +347,8 @@ class ClusterIndex:
         return list(self._objects["Node"].values())
 
     def node_set(self) -> NodeSet:
-        """Rebuilt only when a node was added, removed or relabelled: status updates leave it (and what it has
-        answered) in place."""
+        """Rebuilt only when a node was added, removed, relabelled, tainted or cordoned: status updates leave it (and
+        what it has answered) in place."""
         current = self._node_set
         if current is None:
             with self._lock:
