@@ -456,6 +456,7 @@ def _quoted(text: object) -> str:
 # --- the table ----------------------------------------------------------------------------------------------
 
 MULTI_ATTACH = "MultiAttach"
+NO_NODE_AGENT = "NoNodeAgent"
 NODE_NOT_READY, NODE_CORDONED, NODE_TAINTED = "NodeNotReady", "NodeCordoned", "NodeTainted"
 
 #: Who else holds the pod's claims.
@@ -476,7 +477,7 @@ CLAIM_CAUSES: tuple[Cause, ...] = (
 #: Whether a Ready Velero node-agent runs on the pod's node.
 NODE_AGENT_CAUSES: tuple[Cause, ...] = (
     Cause(
-        "NoNodeAgent",
+        NO_NODE_AGENT,
         "A backup or restore pod is on, or pinned to, a node where no Velero node-agent is Ready: its DataUpload or "
         "DataDownload waits for one until Velero's prepare timeout (vmware-tanzu/velero#9735).",
         "Get the node-agent Ready on that node (its DaemonSet's tolerations and nodeSelector), or delete the pod so "
