@@ -111,9 +111,8 @@ def resolve(
     """Follow a claim's source to the PV that holds the data: snapshot → its source claim → PV, or through the
     VolumeSnapshotContent's CSI handle when that claim is gone; clone → the source claim's PV."""
     state = source_state(view, namespace, ref)
-    if state.problem:
+    if state.obj is None or state.problem:
         return SourcePlace(volume, state.label, UNRESOLVED, why=f"{state.label} {state.problem}")
-    assert state.obj is not None
     if ref.get("kind") == "PersistentVolumeClaim":
         return _from_claim(view, policy, volume, label=state.label, namespace=state.namespace, pvc=state.obj)
     snapshot, short = state.obj, state.label
