@@ -16,6 +16,7 @@ from typing import Any
 
 from rules.kube.nodeaffinity import REQUIRED_KEY, required_node_affinity
 from rules.kube.nodeset import NodeSet
+from rules.kube.volumes import claim_references
 from rules.loadaffinity.agents import NO_AGENTS, NodeAgents, agent_state, is_node_agent
 from rules.model import PREFIX, Json
 from webhook.state.datasources import TRIMMERS, SourceLinks, trim_data_source
@@ -48,17 +49,8 @@ _KEEP_ANNOTATION_PREFIXES = (
 
 def claims_of(pod: Mapping[str, Any]) -> list[str]:
     """The claims a pod mounts: `persistentVolumeClaim.claimName`, or `<pod>-<volume>` for ephemeral volumes."""
-    name = (pod.get("metadata") or {}).get("name") or ""
-    claims = []
-    for volume in (pod.get("spec") or {}).get("volumes") or ():
-        if not isinstance(volume, Mapping):
-            continue
-        claim = volume.get("persistentVolumeClaim")
-        if isinstance(claim, Mapping) and claim.get("claimName"):
-            claims.append(str(claim["claimName"]))
-        elif volume.get("ephemeral") and name:
-            claims.append(f"{name}-{volume.get('name')}")
-    return claims
+    references = claim_references(pod.get("metadata") or {}, pod.get("spec") or {})
+    return [claim for _, _, claim, _ in references if claim]
 
 
 #: metadata each kind keeps: what rules read (anchors: uid, age, deletion and labels, which tell movers apart;
