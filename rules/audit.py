@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from rules import pipeline
-from rules.causes import Stuck, StuckCause, duration, storage_role, stuck_cause, stuck_seconds
+from rules.causes import NO_NODE_AGENT, Stuck, StuckCause, duration, storage_role, stuck_cause, stuck_seconds
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
@@ -142,7 +142,8 @@ def audit_object(
         _placement(report, target, final=final, mutation=mutation, view=view, policy=policy)
     if now is not None and report.role:
         _stuck(report, subject.obj or {}, target, view=view, policy=policy, now=now)
-    if report.role in ("backup", "restore") and report.phase == "Pending":
+    told = report.cause is not None and report.cause.code == NO_NODE_AGENT  # the stuck-pod finding says it
+    if report.role in ("backup", "restore") and report.phase == "Pending" and not told:
         problem = pending_pod_problem(view, policy, namespace, final.get("spec") or {})
         if problem is not None:
             report.findings.append(AuditFinding(NODE_AGENT, *problem, "warn"))

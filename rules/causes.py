@@ -18,7 +18,7 @@ from rules.context import PodTarget
 from rules.coscheduling.anchors import Hold, age_key, claim_hold, name_of, node_of, parse_time
 from rules.datasource.mutation import conflict
 from rules.datasource.scope import cdi_worker
-from rules.datasource.sources import NODE, SourcePlace, data_source_ref, source_places
+from rules.datasource.sources import NODE, SourcePlace, data_source_ref, source_places, source_state
 from rules.datasource.vm import vm_name, vm_spec, vms_to_follow
 from rules.kube.nodeaffinity import HOSTNAME_LABEL, pinned_node, pod_fits_node, required_terms, volume_terms_match
 from rules.kube.tolerations import untolerated_taint
@@ -227,29 +227,16 @@ def _read_write_once_pod(stuck: Stuck) -> str | None:
 
 
 def _source_not_ready(stuck: Stuck) -> str | None:
-    """A claim the provisioner cannot fill yet because its source is missing or not ready: the CSI
-    external-provisioner refuses a VolumeSnapshot that is not readyToUse and a source claim that is not Bound, and
-    retries until it is (kubernetes-csi/external-provisioner pkg/controller/controller.go getSnapshotSource,
-    getPVCSource)."""
+    """A claim the provisioner cannot fill yet because its source is missing or not ready
+    (rules/datasource/sources.py source_state)."""
     for volume in stuck.volumes:
         ref = data_source_ref(volume.pvc) if volume.pvc is not None and not volume.bound else None
         if ref is None:
             continue
-        namespace, name = str(ref.get("namespace") or stuck.target.namespace), str(ref["name"])
-        if ref.get("kind") == "VolumeSnapshot":
-            snapshot = stuck.view.volume_snapshot(namespace, name)
-            missing = f"VolumeSnapshot {namespace}/{name}"
-            if snapshot is None:
-                return f"claim {volume.claim} is restored from {missing}, which does not exist"
-            if (snapshot.get("status") or {}).get("readyToUse") is not True:
-                return f"claim {volume.claim} is restored from {missing}, which is not ready to use yet"
-            continue
-        source = stuck.view.pvc(namespace, name)
-        if source is None:
-            return f"claim {volume.claim} is cloned from claim {namespace}/{name}, which does not exist"
-        phase = (source.get("status") or {}).get("phase") or "Pending"
-        if phase != "Bound":
-            return f"claim {volume.claim} is cloned from claim {namespace}/{name}, which is {phase}, not Bound"
+        state = source_state(stuck.view, stuck.target.namespace, ref)
+        if state.problem:
+            how = "cloned from" if ref.get("kind") == "PersistentVolumeClaim" else "restored from"
+            return f"claim {volume.claim} is {how} {state.label}, which {state.problem}"
     return None
 
 
@@ -456,6 +443,7 @@ def _quoted(text: object) -> str:
 # --- the table ----------------------------------------------------------------------------------------------
 
 MULTI_ATTACH = "MultiAttach"
+NO_NODE_AGENT = "NoNodeAgent"
 NODE_NOT_READY, NODE_CORDONED, NODE_TAINTED = "NodeNotReady", "NodeCordoned", "NodeTainted"
 
 #: Who else holds the pod's claims.
@@ -476,7 +464,7 @@ CLAIM_CAUSES: tuple[Cause, ...] = (
 #: Whether a Ready Velero node-agent runs on the pod's node.
 NODE_AGENT_CAUSES: tuple[Cause, ...] = (
     Cause(
-        "NoNodeAgent",
+        NO_NODE_AGENT,
         "A backup or restore pod is on, or pinned to, a node where no Velero node-agent is Ready: its DataUpload or "
         "DataDownload waits for one until Velero's prepare timeout (vmware-tanzu/velero#9735).",
         "Get the node-agent Ready on that node (its DaemonSet's tolerations and nodeSelector), or delete the pod so "

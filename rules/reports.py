@@ -110,8 +110,7 @@ def _results(audit: ObjectAudit, now: int, uids: Mapping[tuple[str, str, str], s
     }
     if uid := uids.get((audit.kind, audit.namespace, audit.name)):
         subject["uid"] = uid
-    cause = {"cause": audit.cause.code} if audit.cause is not None else {}
-    remedy = {"remedy": audit.cause.remedy} if audit.cause is not None else {}
+    cause = {"cause": audit.cause.code, "remedy": audit.cause.remedy} if audit.cause is not None else {}
     return [
         _result(
             finding.family,
@@ -120,7 +119,7 @@ def _results(audit: ObjectAudit, now: int, uids: Mapping[tuple[str, str, str], s
             severity=_SEVERITY[finding.severity],
             message=finding.message,
             subject=subject,
-            properties={"field": finding.field, **cause, **(remedy if finding.family == STUCK else {})},
+            properties={"field": finding.field, **(cause if finding.family == STUCK else {})},
             now=now,
         )
         for finding in audit.findings

@@ -119,7 +119,7 @@ def objects_from_api(
                         progress(f"listing {kind}s: {count}…")
                 if time.monotonic() - started > 1.0:
                     progress(f"listed {counted(count, kind)}")
-            audited.extend(_virtual_machines(api, namespace, index))
+            audited.extend(_optional_objects(api, namespace, index))
     except client.ApiException as exc:
         raise AuditSourceError(f"the Kubernetes API refused a list: {exc.status} {exc.reason}") from None
     except Exception as exc:  # urllib3's connection errors have no common base worth importing here
@@ -129,12 +129,18 @@ def objects_from_api(
     return audited, index
 
 
-def _virtual_machines(api: Any, namespace: str | None, index: ClusterIndex) -> list[Json]:
-    """KubeVirt VirtualMachines, audited against the nodes their disks are bound on, when the cluster serves
-    kubevirt.io; none (not an error) when it does not. CDI's DataVolumes come into the index too (when
-    cdi.kubevirt.io is served), so a finding names a disk's DataVolume and its phase."""
-    _custom_objects(api, namespace, index, ("cdi.kubevirt.io", "v1beta1", "datavolumes"), "DataVolume")
-    return _custom_objects(api, namespace, index, ("kubevirt.io", "v1", "virtualmachines"), "VirtualMachine")
+def _optional_objects(api: Any, namespace: str | None, index: ClusterIndex) -> list[Json]:
+    """The objects of every optional group the server follows (webhook/state/optional.py: VolumeSnapshots and
+    their contents, KubeVirt VirtualMachines, CDI DataVolumes), put into the index; none of a group the cluster
+    does not serve (not an error). The VMs among them are audited against the nodes their disks are bound on."""
+    from webhook.state.optional import OPTIONAL_GROUPS
+
+    found: list[Json] = []
+    for group in OPTIONAL_GROUPS:
+        for plural, kind in group.resources:
+            scope = None if kind in group.cluster_scoped else namespace
+            found.extend(_custom_objects(api, scope, index, (group.group, group.version, plural), kind))
+    return found
 
 
 def _custom_objects(

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
 from rules.kube.nodeaffinity import (
     REQUIRED,
@@ -26,7 +25,7 @@ from rules.kube.nodeaffinity import (
     terms_key,
     volume_terms_match,
 )
-from rules.kube.volumes import ClaimVolume, claim_volumes
+from rules.kube.volumes import ClaimVolume
 from rules.model import Json, Severity
 
 FAMILY = "placement"
@@ -44,15 +43,9 @@ class LocalVolume:
     terms: list[Json]
 
 
-def bound_pv_required_terms(
-    view: ClusterView, namespace: str, metadata: Mapping[str, Any], spec: Mapping[str, Any]
-) -> list[LocalVolume]:
+def local_volumes(volumes: Sequence[ClaimVolume]) -> list[LocalVolume]:
     """The node-local volumes of a pod (rules.kube.volumes' classification): PVs bound to its claims that carry
     `nodeAffinity.required`. An unbound claim's PV is still the scheduler's choice, made with the pod in mind."""
-    return local_volumes(claim_volumes(view, namespace, metadata, spec))
-
-
-def local_volumes(volumes: Sequence[ClaimVolume]) -> list[LocalVolume]:
     return [
         LocalVolume(v.volume, str(v.claim), str((v.pv or {}).get("metadata", {}).get("name")), list(v.pv_terms))
         for v in volumes

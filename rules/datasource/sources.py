@@ -77,31 +77,55 @@ def pending_sources(view: ClusterView, volumes: list[ClaimVolume]) -> list[tuple
     return out
 
 
+@dataclass(frozen=True)
+class SourceState:
+    """The object a claim's data source names, looked up once: `label` names it ("VolumeSnapshot shop/snap-1",
+    "claim shop/db"), `obj` is it (None when it does not exist) and `problem` says why nothing can be provisioned
+    from it yet ("" when something can)."""
+
+    label: str
+    namespace: str
+    obj: Json | None
+    problem: str
+
+
+def source_state(view: ClusterView, namespace: str, ref: Mapping[str, Any]) -> SourceState:
+    """Whether a claim's source can be provisioned from: the CSI external-provisioner refuses a VolumeSnapshot that
+    is not readyToUse and a source claim that is not Bound, and retries until it is
+    (kubernetes-csi/external-provisioner pkg/controller/controller.go getSnapshotSource, getPVCSource)."""
+    ns, name = str(ref.get("namespace") or namespace), str(ref["name"])
+    if ref.get("kind") == "PersistentVolumeClaim":
+        label, obj = f"claim {ns}/{name}", view.pvc(ns, name)
+        phase = ((obj or {}).get("status") or {}).get("phase") or "Pending"
+        problem = "" if obj is None or phase == "Bound" else f"is {phase}, not Bound"
+    else:
+        label, obj = f"VolumeSnapshot {ns}/{name}", view.volume_snapshot(ns, name)
+        ready = ((obj or {}).get("status") or {}).get("readyToUse") is True
+        problem = "" if obj is None or ready else "is not ready to use yet"
+    return SourceState(label, ns, obj, "does not exist" if obj is None else problem)
+
+
 def resolve(
     view: ClusterView, policy: Policy, namespace: str, volume: ClaimVolume, ref: Mapping[str, Any]
 ) -> SourcePlace:
     """Follow a claim's source to the PV that holds the data: snapshot → its source claim → PV, or through the
     VolumeSnapshotContent's CSI handle when that claim is gone; clone → the source claim's PV."""
-    ns = str(ref.get("namespace") or namespace)
-    name = str(ref["name"])
+    state = source_state(view, namespace, ref)
+    if state.obj is None or state.problem:
+        return SourcePlace(volume, state.label, UNRESOLVED, why=f"{state.label} {state.problem}")
     if ref.get("kind") == "PersistentVolumeClaim":
-        source = f"claim {ns}/{name}"
-        return _from_claim(view, policy, volume, label=source, namespace=ns, name=name)
-    snapshot = view.volume_snapshot(ns, name)
-    short = label = f"VolumeSnapshot {ns}/{name}"
-    if snapshot is None:
-        return SourcePlace(volume, label, UNRESOLVED, why=f"{short} not found")
+        return _from_claim(view, policy, volume, label=state.label, namespace=state.namespace, pvc=state.obj)
+    snapshot, short = state.obj, state.label
     spec_source = (snapshot.get("spec") or {}).get("source") or {}
     status = snapshot.get("status") or {}
     claim_name = spec_source.get("persistentVolumeClaimName")
+    label = f"{short} of claim {claim_name}" if claim_name else short
     if claim_name:
-        label = f"{label} of claim {claim_name}"
-    if status.get("readyToUse") is not True:
-        return SourcePlace(volume, label, UNRESOLVED, why=f"{short} not ready to use yet")
-    if claim_name:
-        place = _from_claim(view, policy, volume, label=label, namespace=ns, name=str(claim_name))
-        if place.kind != UNRESOLVED:
-            return place
+        pvc = view.pvc(state.namespace, str(claim_name))
+        if pvc is not None:
+            place = _from_claim(view, policy, volume, label=label, namespace=state.namespace, pvc=pvc)
+            if place.kind != UNRESOLVED:
+                return place
     content_name = status.get("boundVolumeSnapshotContentName") or spec_source.get("volumeSnapshotContentName")
     content = view.volume_snapshot_content(str(content_name)) if content_name else None
     if content is None:
@@ -115,11 +139,9 @@ def resolve(
 
 
 def _from_claim(
-    view: ClusterView, policy: Policy, volume: ClaimVolume, *, label: str, namespace: str, name: str
+    view: ClusterView, policy: Policy, volume: ClaimVolume, *, label: str, namespace: str, pvc: Json
 ) -> SourcePlace:
-    pvc = view.pvc(namespace, name)
-    if pvc is None:
-        return SourcePlace(volume, label, UNRESOLVED, why=f"claim {namespace}/{name} not found")
+    name = (pvc.get("metadata") or {}).get("name")
     pv_name = (pvc.get("spec") or {}).get("volumeName")
     pv = view.pv(str(pv_name)) if pv_name else None
     if pv is None:

@@ -6,7 +6,8 @@ affinity against its local PVs, a loadAffinity entry against the cluster). Walki
 cost more at 10,000 nodes than at 100. A NodeSet is an immutable snapshot of the nodes' names and labels with an
 index from each label to the nodes that carry it: a question is answered by checking only the nodes that could
 match its most selective requirement, and the answer is remembered until the snapshot is replaced (the cluster
-index builds a new one only when a node is added, removed or relabelled, not on every status update).
+index builds a new one only when a node is added, removed, relabelled, tainted or cordoned, not on every status
+update).
 
 The index only narrows the candidates; each candidate is checked with the matching functions of
 rules/kube/nodeaffinity.py, so the semantics (unparsable requirements, matchFields, NotIn on a missing label) are
@@ -51,6 +52,10 @@ class NodeSet:
 
     def __iter__(self) -> Iterator[Json]:
         return iter(self._nodes.values())
+
+    def get(self, name: str) -> Json | None:
+        """The node of that name in this snapshot (no lookup beyond it)."""
+        return self._nodes.get(name)
 
     def any_fits(
         self,

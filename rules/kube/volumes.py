@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.cluster import ClusterView
-from rules.kube.nodeaffinity import and_terms
 from rules.model import Json
 
 SHARED = "shared"  # ReadWriteMany or ReadOnlyMany: any node, any number of pods
@@ -86,6 +85,12 @@ def pv_required_terms(pv: Mapping[str, Any] | None) -> tuple[Json, ...] | None:
     return tuple(dict(t) for t in terms) if terms else None
 
 
+def ephemeral_claim_name(pod_name: str, volume_name: str) -> str:
+    """The claim the ephemeral volume controller creates for a generic ephemeral volume: `<pod>-<volume>`
+    (kubernetes/kubernetes staging/src/k8s.io/component-helpers/storage/ephemeral/ephemeral.go VolumeClaimName)."""
+    return f"{pod_name}-{volume_name}"
+
+
 def claim_references(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> list[tuple[int, str, str | None, bool]]:
     """(index, volume name, claim name, ephemeral) for each claim volume; pure, no cluster lookups.
 
@@ -102,7 +107,7 @@ def claim_references(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> li
         if isinstance(claim, Mapping) and claim.get("claimName"):
             out.append((index, name, str(claim["claimName"]), False))
         elif volume.get("ephemeral") is not None:
-            out.append((index, name, f"{pod_name}-{name}" if pod_name else None, True))
+            out.append((index, name, ephemeral_claim_name(str(pod_name), name) if pod_name else None, True))
     return out
 
 
@@ -129,35 +134,18 @@ def node_local_terms(volumes: Sequence[ClaimVolume]) -> list[tuple[Json, ...]]:
     return [v.pv_terms for v in volumes if v.pv_terms is not None]
 
 
-def node_local_required_terms(
-    view: ClusterView, namespace: str, metadata: Mapping[str, Any], spec: Mapping[str, Any]
-) -> list[Json] | None:
-    """The AND of the PV required terms of all the pod's node-local volumes; None when it has none."""
-    combined: list[Json] | None = None
-    for terms in node_local_terms(claim_volumes(view, namespace, metadata, spec)):
-        combined = and_terms(combined, terms)
-    return combined
-
-
-def first_claim_storage_class(
-    view: ClusterView, namespace: str, metadata: Mapping[str, Any], spec: Mapping[str, Any]
-) -> str | None:
-    """The StorageClass of the pod's first claim volume (load affinity, step 1): the PVC's, else its PV's, else
-    for an ephemeral volume not created yet, its template's. None when nothing names one."""
-    references = claim_references(metadata, spec)
-    if not references:
+def storage_class_of(volume: ClaimVolume, spec: Mapping[str, Any]) -> str | None:
+    """The StorageClass a claim volume's PVC names, or for a generic ephemeral volume whose claim is not created yet,
+    its template's; None when it names none. Never its PV's: Velero picks a data mover's loadAffinity entry by the
+    claim's `spec.storageClassName` alone, "" when unset (vmware-tanzu/velero pkg/exposer/generic_restore.go,
+    csi_snapshot.go createBackupPVC, pkg/util/kube/pod.go GetLoadAffinityByStorageClass)."""
+    if volume.pvc is not None:
+        name = (volume.pvc.get("spec") or {}).get("storageClassName")
+    elif volume.ephemeral:
+        name = _ephemeral_claim_spec(spec, volume.index).get("storageClassName")
+    else:
         return None
-    index, _, claim, ephemeral = references[0]
-    pvc = view.pvc(namespace, claim) if claim else None
-    if pvc is not None:
-        name = (pvc.get("spec") or {}).get("storageClassName")
-        if not name and (volume_name := (pvc.get("spec") or {}).get("volumeName")):
-            name = ((view.pv(str(volume_name)) or {}).get("spec") or {}).get("storageClassName")
-        return str(name) if name else None
-    if ephemeral:
-        name = _ephemeral_claim_spec(spec, index).get("storageClassName")
-        return str(name) if name else None
-    return None
+    return str(name) if name else None
 
 
 def _ephemeral_claim_spec(spec: Mapping[str, Any], index: int) -> Mapping[str, Any]:

@@ -37,7 +37,7 @@ from rules.kube.nodeaffinity import (
     terms_match,
 )
 from rules.kube.tolerations import merge_tolerations
-from rules.kube.volumes import WAIT_FOR_FIRST_CONSUMER, node_local_terms
+from rules.kube.volumes import WAIT_FOR_FIRST_CONSUMER, ClaimVolume, node_local_terms, storage_class_of
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.loadaffinity.nodeagents import restrict_to_node_agents, warn_selected_node
 from rules.loadaffinity.velero import NodeAgentConfig, VeleroConfigError, read_config
@@ -60,14 +60,6 @@ class LoadSettings:
     backup_pvc: Mapping[str, Json] = field(default_factory=dict)
     restore_pvc: Mapping[str, Any] = field(default_factory=dict)
     source: str = "policy"
-
-
-@dataclass(frozen=True)
-class Claim:
-    """The first PVC volume of the pod: the claim name and the PVC object, when the cluster has it."""
-
-    name: str
-    pvc: Json | None
 
 
 def mutate_backup(ctx: Context, target: PodTarget) -> None:
@@ -198,35 +190,27 @@ def _read_config(config_map: Json) -> NodeAgentConfig | None:
 # --- storage class ------------------------------------------------------------------------------------------
 
 
-def first_claim(ctx: Context, target: PodTarget) -> Claim | None:
-    """The pod's first PVC volume (a generic ephemeral volume counts, as its claim `<pod>-<volume>`)."""
-    for volume in target.spec.get("volumes") or ():
-        source = volume.get("persistentVolumeClaim")
-        if isinstance(source, Mapping) and source.get("claimName"):
-            name = str(source["claimName"])
-            return Claim(name, ctx.view.pvc(target.namespace, name))
-        ephemeral = volume.get("ephemeral")
-        if isinstance(ephemeral, Mapping):
-            template = ephemeral.get("volumeClaimTemplate") or {}
-            name = f"{target.name}-{volume.get('name')}"
-            return Claim(name, ctx.view.pvc(target.namespace, name) or {"spec": dict(template.get("spec") or {})})
-    return None
+def first_claim(ctx: Context, target: PodTarget) -> ClaimVolume | None:
+    """The pod's first claim volume (a generic ephemeral volume counts): its class is the pod's (design step 1)."""
+    volumes = target.volumes(ctx.view)
+    return volumes[0] if volumes else None
 
 
 def resolve_storage_class(
-    ctx: Context, target: PodTarget, claim: Claim | None, settings: LoadSettings, role: str
+    ctx: Context, target: PodTarget, claim: ClaimVolume | None, settings: LoadSettings, role: str
 ) -> str | None:
-    """The annotation, else the first claim's class; for backups the backupPVC class wins (design step 1)."""
+    """The annotation, else the first claim's class (never its PV's, as in Velero); for backups the backupPVC
+    class wins (design step 1)."""
     annotated = (target.metadata.get("annotations") or {}).get(STORAGE_CLASS)
     if isinstance(annotated, str) and dns1123_subdomain_error(annotated) is None:
         storage_class: str | None = annotated
     elif claim is None:
         storage_class = None
-    elif claim.pvc is None:
-        ctx.warn(f"claim {claim.name} not found: its StorageClass is unknown, only global loadAffinity entries apply")
+    elif claim.pvc is None and not claim.ephemeral:
+        ctx.warn(f"claim {claim.claim} not found: its StorageClass is unknown, only global loadAffinity entries apply")
         storage_class = None
     else:
-        storage_class = (claim.pvc.get("spec") or {}).get("storageClassName") or None
+        storage_class = storage_class_of(claim, target.spec)
     if role == "backup" and storage_class is not None:
         override = (settings.backup_pvc.get(storage_class) or {}).get("storageClass")
         if override:
@@ -261,7 +245,9 @@ def _delayed_binding(ctx: Context, storage_class: str | None, settings: LoadSett
     )
 
 
-def _restore_without_affinity(ctx: Context, target: PodTarget, storage_class: str, claim: Claim | None) -> str | None:
+def _restore_without_affinity(
+    ctx: Context, target: PodTarget, storage_class: str, claim: ClaimVolume | None
+) -> str | None:
     ctx.warn(
         f"load affinity skipped: StorageClass {storage_class} is {WAIT_FOR_FIRST_CONSUMER} and "
         "restorePVC.ignoreDelayBinding is not true"
@@ -272,7 +258,7 @@ def _restore_without_affinity(ctx: Context, target: PodTarget, storage_class: st
         ctx.reason("load affinity: restore claim has no selected node yet; the pod is left to the scheduler")
         return OWN_CONSTRAINTS
     mode = pin_restore_pod_to_node(ctx, target, str(node))
-    ctx.reason(f"load affinity: pinned to node {node} selected for claim {claim.name} ({mode})")
+    ctx.reason(f"load affinity: pinned to node {node} selected for claim {claim.claim} ({mode})")
     warn_selected_node(ctx, target, str(node))
     return None
 

@@ -88,7 +88,8 @@ def restrict_to_node_agents(ctx: Context, target: PodTarget, scope: str) -> None
         return
     node = target.patch.get("spec", "nodeName", default=None)
     if node:
-        warn_pinned(ctx, agents, str(node))
+        if pinned_without_node_agent(ctx.view, policy, target.namespace, str(node)):
+            ctx.warn(f"node {node} has no Ready Velero node-agent: the data mover would wait for one")
         return
     terms = current_terms(target)
     selector = dict(target.patch.get("spec", "nodeSelector", default=None) or {})
@@ -160,24 +161,25 @@ def split(view: ClusterView, agents: NodeAgents, constraints: Constraints, cap: 
     def compute() -> Split:
         admissible = admissible_nodes(nodes, constraints)
         with_agent, without = admissible & agents.ready, admissible - agents.ready
-        restricted = restriction(view, constraints.terms, with_agent, without, cap) if with_agent and without else None
+        restricted = restriction(nodes, constraints.terms, with_agent, without, cap) if with_agent and without else None
         return Split(len(admissible), len(with_agent), len(without), restricted)
 
     return _SPLITS.by_identity((nodes, agents), (constraints.key(), cap), compute)
 
 
-def warn_pinned(ctx: Context, agents: NodeAgents, node: str) -> None:
-    """A pod already placed on one node by its `nodeName`."""
-    if node not in agents.ready:
-        ctx.warn(f"node {node} has no Ready Velero node-agent: the data mover would wait for one")
+def pinned_without_node_agent(view: ClusterView, policy: Policy, namespace: str, node: str) -> bool:
+    """Whether a backup or restore pod of `namespace` on, or pinned to, `node` would wait there for a node-agent: the
+    check is on, node-agents of its Velero are known, and none is Ready on that node. The one test behind the
+    warnings of admission and the audit's finding and cause."""
+    if not node or policy.node_agent_mode == OFF:
+        return False
+    return node_agent_ready(view, velero_namespace(policy, namespace), node) is False
 
 
 def warn_selected_node(ctx: Context, target: PodTarget, node: str) -> None:
     """A WaitForFirstConsumer restore pinned to the node its claim selected: a warning if no node-agent is there
     (the volume is provisioned on that node, so no other node would do)."""
-    if ctx.policy.node_agent_mode == OFF:
-        return
-    if node_agent_ready(ctx.view, velero_namespace(ctx.policy, target.namespace), node) is False:
+    if pinned_without_node_agent(ctx.view, ctx.policy, target.namespace, node):
         ctx.warn(f"restore pinned to node {node}, selected for its claim, which has no Ready Velero node-agent")
 
 
@@ -189,7 +191,7 @@ def admissible_nodes(nodes: NodeSet, constraints: Constraints) -> frozenset[str]
 
 
 def restriction(
-    view: ClusterView,
+    nodes: NodeSet,
     terms: Sequence[Mapping[str, Any]] | None,
     with_agent: frozenset[str],
     without: frozenset[str],
@@ -197,7 +199,8 @@ def restriction(
 ) -> tuple[str, list[Json]] | None:
     """(how, terms): the nodes with a node-agent named while that fits under `cap`, else the others excluded.
 
-    A named node is crossed only with the pod's terms it matches: the others could never hold on it.
+    A named node is crossed only with the pod's terms it matches: the others could never hold on it. The nodes
+    come from the snapshot the split was made on: no cluster lookup in the admission path.
     """
     base = [dict(term) for term in terms] if terms is not None else None
     if len(with_agent) <= cap:  # each named node makes at least one term: past the cap, do not even try
@@ -207,7 +210,7 @@ def restriction(
             if base is None:
                 named.append(pin)
             else:
-                node = view.node(name) or {"metadata": {"name": name}}
+                node = nodes.get(name) or {"metadata": {"name": name}}
                 named.extend(merge_terms(term, pin) for term in base if term_matches(term, node))
             if len(named) > cap:
                 break
@@ -271,10 +274,8 @@ def entry_node_agent_problems(
 def pending_pod_problem(view: ClusterView, policy: Policy, namespace: str, spec: Mapping[str, Any]) -> Problem | None:
     """A Pending backup or restore pod on, or pinned to (nodeName, or `metadata.name In [node]` in every term), a
     node without a Ready node-agent: it waits there for the prepare timeout. `spec` is the pod's final spec."""
-    if policy.node_agent_mode == OFF:
-        return None
-    node = str(spec.get("nodeName") or "") or pinned_node(required_terms(spec))
-    if not node or node_agent_ready(view, velero_namespace(policy, namespace), node) is not False:
+    node = str(spec.get("nodeName") or "") or pinned_node(required_terms(spec)) or ""
+    if not pinned_without_node_agent(view, policy, namespace, node):
         return None
     where = "spec.nodeName" if spec.get("nodeName") else "spec.affinity"
     return where, f"Pending on node {node}, which has no Ready Velero node-agent: the data mover waits for one"

@@ -143,5 +143,5 @@ def test_live_state_places_a_snapshot_mover_and_absent_crds_change_nothing(tmp_p
         assert worker == importer
         assert answer["response"]["warnings"] == [
             "claim volsync-db-backup-src not placed by its data source: "
-            "VolumeSnapshot shop/volsync-db-backup-src not found"
+            "VolumeSnapshot shop/volsync-db-backup-src does not exist"
         ]

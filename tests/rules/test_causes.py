@@ -185,3 +185,12 @@ TOLERATIONS = load_yaml(DATA / "audit" / "tolerations.yaml")
 @pytest.mark.parametrize("case", [pytest.param(c, id=c["name"]) for c in TOLERATIONS["cases"]])
 def test_a_taint_is_tolerated_as_the_api_decides(case: dict[str, Any]) -> None:
     assert tolerates(case["tolerations"], TOLERATIONS["taint"]) is case["tolerated"]
+
+
+def test_a_backup_pod_stuck_without_a_node_agent_is_told_so_once() -> None:
+    """The stuck-pod finding names the cause; the node-agent finding of a Pending backup pod would say the same."""
+    (case,) = [c for c in TABLE["cases"] if c["cause"] == "NoNodeAgent"]
+    report = audited(case, indexed=False)
+    assert report.cause is not None
+    sentence = report.cause.message
+    assert [f.family for f in report.findings if sentence in f.message] == [STUCK]

@@ -230,3 +230,20 @@ def test_taints_as_the_scheduler_filters_them(tolerations: list[Json], taints: l
     from rules.kube.tolerations import node_tolerated
 
     assert node_tolerated(tolerations, {"spec": {"taints": taints}}) is tolerated
+
+
+def test_the_restriction_reads_nodes_from_the_node_set_only() -> None:
+    """The named terms cross each node with the pod's terms it matches; those nodes come from the snapshot the split
+    was made on, never from a one-by-one lookup, which the live state answers with an API GET on a miss."""
+    from webhook.state.index import ClusterIndex
+
+    class NodeSetOnly(ClusterIndex):
+        def node(self, name: str) -> Json | None:
+            raise AssertionError(f"node {name} looked up one by one while a backup pod is admitted")
+
+    view = NodeSetOnly()
+    for obj in [*CLUSTER, *TABLE["nodes"], *TABLE["claims"], *(agent_pod(n, "ready") for n in ("n1", "n4"))]:
+        view.apply(obj)
+    decision, result = mutate_checked(exposer_pod({}), view, policy())
+    assert decision.failure is None
+    assert dig(result, "metadata", "annotations", RESTRICTED) == "In 2"

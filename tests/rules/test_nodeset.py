@@ -123,13 +123,17 @@ def _index(*objects: Json) -> ClusterIndex:
     return index
 
 
-def test_the_index_renews_its_snapshot_only_when_names_or_labels_change() -> None:
+def test_the_index_renews_its_snapshot_only_when_names_labels_or_taints_change() -> None:
     index = _index(node("n1", zone="a"), node("n2", zone="b"))
     first = index.node_set()
     assert index.node_set() is first
     index.apply({**node("n1", zone="a"), "status": {"conditions": [{"type": "Ready", "status": "False"}]}})
     assert index.node_set() is first  # a status update: same names, same labels
-    index.apply(node("n1", zone="c"))
+    index.apply({**node("n1", zone="a"), "spec": {"unschedulable": True}})
+    cordoned = index.node_set()
+    assert cordoned is not first and cordoned.get("n1") == index.node("n1")
+    first = cordoned
+    index.apply({**node("n1", zone="c"), "spec": {"unschedulable": True}})  # the same cordon, a new label
     relabelled = index.node_set()
     assert relabelled is not first
     zone_c = [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["c"]}]}]

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from rules import pipeline
-from rules.checks.placement import LocalVolume, bound_pv_required_terms
+from rules.checks.placement import LocalVolume, local_volumes
 from rules.kube.nodeaffinity import pod_fits_node, terms_match, volume_terms_match
+from rules.kube.volumes import claim_volumes
 from rules.model import Json
 from tests.support import DATA, load_yaml, mutate_checked, policy, subject, validate_strict, view_from
 
@@ -156,7 +157,7 @@ def test_placement_is_relaxed_by_its_family_only() -> None:
     assert not other.allowed
 
 
-def test_bound_pv_required_terms() -> None:
+def test_local_volumes_are_the_bound_pvs_with_required_node_affinity() -> None:
     view = view_from(*CONSISTENCY["cluster"])
     spec = {
         "volumes": [
@@ -168,11 +169,11 @@ def test_bound_pv_required_terms() -> None:
         ]
     }
     hostname = [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]}]}]
-    found = bound_pv_required_terms(view, "shop", {"name": "app-0"}, spec)
+    found = local_volumes(claim_volumes(view, "shop", {"name": "app-0"}, spec))
     assert [(lv.volume, lv.claim, lv.pv) for lv in found] == [("a", "data-a", "local-a"), ("z", "zonal", "zonal")]
     assert found[0] == LocalVolume("a", "data-a", "local-a", hostname)
     assert len(found[1].terms) == 2
-    assert bound_pv_required_terms(view, "other", {"name": "app-0"}, spec) == []
+    assert local_volumes(claim_volumes(view, "other", {"name": "app-0"}, spec)) == []
 
 
 # --- the two webhooks never contradict each other ------------------------------------------------------------

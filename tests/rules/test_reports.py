@@ -99,11 +99,15 @@ def test_a_result_says_what_the_finding_says() -> None:
     assert drift and all((r["result"], r["severity"]) == ("warn", "medium") for r in drift)  # warnings
 
 
-def test_a_stuck_pod_carries_its_cause_code() -> None:
+def test_only_the_stuck_pod_result_carries_the_cause_and_its_remedy() -> None:
     finding = AuditFinding("coScheduling", "spec.nodeName", "claim data-db-0 is in use on another node", "deny")
-    stuck = ObjectAudit("Pod", "shop", "volsync-src-db", role="mover", findings=[finding], cause=MULTI_ATTACH)
+    why = AuditFinding(STUCK, "status", f"stuck for 30 min: {MULTI_ATTACH.message}", "warn")
+    stuck = ObjectAudit("Pod", "shop", "volsync-src-db", role="mover", findings=[finding, why], cause=MULTI_ATTACH)
     result = build_reports([stuck], OPENREPORTS, now=1)[("shop", REPORT_NAME)]["results"]
-    assert [r["properties"] for r in result] == [{"field": "spec.nodeName", "cause": "MultiAttach"}]
+    assert {r["policy"]: r["properties"] for r in result} == {
+        "coScheduling": {"field": "spec.nodeName"},
+        STUCK: {"field": "status", "cause": "MultiAttach", "remedy": MULTI_ATTACH.remedy},
+    }
 
 
 @pytest.mark.parametrize("code", ["MultiAttach", "DataSourceElsewhere", "VMPlacementConflict"])

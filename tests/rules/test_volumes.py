@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from rules.kube.volumes import claim_volumes, first_claim_storage_class, node_local_required_terms
+from rules.kube.nodeaffinity import and_terms
+from rules.kube.volumes import claim_volumes, node_local_terms, storage_class_of
 from rules.model import Json
 from tests.support import DATA, load_yaml, view_from
 
@@ -54,7 +55,7 @@ ZONE_B = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]
 HOST_1 = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["h1"]}]}
 
 
-def test_node_local_required_terms_and_every_node_local_volume() -> None:
+def test_node_local_terms_one_list_per_node_local_volume_and_their_and() -> None:
     view = view_from(
         _pvc("zoned", volumeName="pv-zoned"),
         _pv("pv-zoned", [ZONE_A, ZONE_B]),
@@ -64,36 +65,41 @@ def test_node_local_required_terms_and_every_node_local_volume() -> None:
         _pv("pv-free"),
     )
     metadata, spec = _pod("zoned", "free", "local")
-    terms = node_local_required_terms(view, "ns", metadata, spec)
-    assert terms == [
+    local = node_local_terms(claim_volumes(view, "ns", metadata, spec))
+    assert local == [(ZONE_A, ZONE_B), (HOST_1,)]
+    combined: list[Json] | None = None
+    for terms in local:  # how load affinity ANDs them (rules/loadaffinity/mutation.py combine_terms)
+        combined = and_terms(combined, terms)
+    assert combined == [
         {"matchExpressions": [*ZONE_A["matchExpressions"], *HOST_1["matchExpressions"]]},
         {"matchExpressions": [*ZONE_B["matchExpressions"], *HOST_1["matchExpressions"]]},
     ]
-    assert node_local_required_terms(view, "ns", *_pod("free")) is None
+    assert node_local_terms(claim_volumes(view, "ns", *_pod("free"))) == []
 
 
 @pytest.mark.parametrize(
     ("objects", "pod", "expected"),
     [
         ([_pvc("c", storageClassName="gp3")], _pod("c"), "gp3"),
-        ([_pvc("c", storageClassName="gp3"), _pvc("d", storageClassName="io2")], _pod("d", "c"), "io2"),
-        ([_pvc("c", volumeName="pv"), _pv("pv", storageClassName="from-pv")], _pod("c"), "from-pv"),
+        ([_pvc("c", volumeName="pv"), _pv("pv", storageClassName="from-pv")], _pod("c"), None),
         ([_pvc("c")], _pod("c"), None),
         ([], _pod("missing"), None),
-        ([], _pod(), None),
         ([_pvc("c", storageClassName="gp3")], _pod("c", ephemeral={"storageClassName": "eph"}), "eph"),
         ([_pvc("p-eph", storageClassName="made")], _pod(ephemeral={"storageClassName": "eph"}), "made"),
+        ([], ({"generateName": "p-"}, _pod(ephemeral={"storageClassName": "eph"})[1]), "eph"),
     ],
     ids=[
         "pvc",
-        "first-wins",
-        "pv-fallback",
+        "never-the-pv",
         "unnamed",
         "missing-pvc",
-        "no-claims",
         "ephemeral-template",
         "ephemeral-made",
+        "ephemeral-of-a-pod-not-named-yet",
     ],
 )
-def test_first_claim_storage_class(objects: list[Json], pod: tuple[Json, Json], expected: str | None) -> None:
-    assert first_claim_storage_class(view_from(*objects), "ns", *pod) == expected
+def test_storage_class_of_a_claim_volume(objects: list[Json], pod: tuple[Json, Json], expected: str | None) -> None:
+    """The claim's own class, as Velero reads it (vmware-tanzu/velero pkg/exposer/generic_restore.go: "Data mover
+    allows the StorageClass name not set for PVC"), never the class of the PV it is bound to."""
+    first = claim_volumes(view_from(*objects), "ns", *pod)[0]
+    assert storage_class_of(first, pod[1]) == expected

@@ -107,3 +107,26 @@ def test_the_node_agent_bench_runs_at_a_small_scale(capsys: Any) -> None:
     assert result["reviews"]["one_missing_patch_bytes"] > 0
     assert result["patch"]["named_nodes"] == 18 and result["patch"]["excluded_nodes"] == 2
     assert result["index_bytes_with_agents"] > result["index_bytes_other_daemon"]
+
+
+def test_a_tainted_or_cordoned_node_is_seen_at_once(fake_api: FakeKubeAPI, live: Live) -> None:
+    """The node set rules read is rebuilt when a node's taints or cordon change, not only its labels: a node the
+    backup pod does not tolerate is no place for it, so it no longer counts as one without a node-agent."""
+    for name in ("n1", "n2", "n3"):
+        fake_api.create(linux(name))
+    for name in ("n1", "n2"):
+        fake_api.create(agent_pod(name, "ready"))
+    state, runtime = live()
+    eventually(runtime.ready)
+    assert mutate(state, runtime) == ["In 2"]
+
+    tainted = {**linux("n3"), "spec": {"taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]}}
+    fake_api.update(tainted)
+    eventually(lambda: (state.index.node("n3") or {}).get("spec", {}).get("taints"))
+    assert mutate(state, runtime) is None  # n1 and n2 are all it may use, and both have one
+
+    fake_api.update({**linux("n3"), "spec": {"unschedulable": True}})  # the taint removed, the node cordoned
+    eventually(lambda: (state.index.node("n3") or {}).get("spec") == {"unschedulable": True})
+    assert mutate(state, runtime) == ["In 2"]
+    (n3,) = [n for n in state.node_set() if n["metadata"]["name"] == "n3"]
+    assert n3["spec"] == {"unschedulable": True}  # what the audit's NodeCordoned cause reads

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rules.audit import AuditFinding, ObjectAudit
+from rules.audit import STUCK, AuditFinding, ObjectAudit
 from rules.reports import MANAGED_BY, REPORT_NAME, SOURCE
 from testkit.fakeapi import REPORT_GROUPS, FakeKubeAPI
 from tests.rules.test_reports import MULTI_ATTACH, audited
@@ -114,13 +114,14 @@ def test_changes_are_written_in_place_and_clean_namespaces_lose_their_report(
     changed = [a for a in audits if a.namespace != "storage"]
     mover = next(a for a in changed if a.name == "volsync-src-db-stuck")
     mover.cause = MULTI_ATTACH
+    mover.findings.append(AuditFinding(STUCK, "status", f"stuck for 30 min: {MULTI_ATTACH.message}", "warn"))
     counts = w.write(changed)
     assert (counts.created, counts.replaced, counts.deleted) == (0, 1, 1)
     after = stored(fake_api)
     assert ("storage", REPORT_NAME) not in after
     assert after[("shop", REPORT_NAME)]["metadata"]["uid"] == shop["metadata"]["uid"]  # replaced, not recreated
     results = after[("shop", REPORT_NAME)]["results"]
-    assert {r["properties"].get("cause") for r in results if r["resources"][0]["name"] == mover.name} == {"MultiAttach"}
+    assert [r["properties"].get("cause") for r in results if r["policy"] == STUCK] == ["MultiAttach"]
     assert ("shop", "kyverno-x") in after  # not ours: never touched
     assert all(obj["metadata"]["labels"] == {MANAGED_BY: SOURCE} for key, obj in after.items() if key[1] != "kyverno-x")
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from rules.kube.nodeaffinity import REQUIRED_KEY, required_node_affinity
 from rules.kube.nodeset import NodeSet
+from rules.kube.volumes import claim_references
 from rules.loadaffinity.agents import NO_AGENTS, NodeAgents, agent_state, is_node_agent
 from rules.model import PREFIX, Json
 from webhook.state.datasources import TRIMMERS, SourceLinks, trim_data_source
@@ -48,17 +49,8 @@ _KEEP_ANNOTATION_PREFIXES = (
 
 def claims_of(pod: Mapping[str, Any]) -> list[str]:
     """The claims a pod mounts: `persistentVolumeClaim.claimName`, or `<pod>-<volume>` for ephemeral volumes."""
-    name = (pod.get("metadata") or {}).get("name") or ""
-    claims = []
-    for volume in (pod.get("spec") or {}).get("volumes") or ():
-        if not isinstance(volume, Mapping):
-            continue
-        claim = volume.get("persistentVolumeClaim")
-        if isinstance(claim, Mapping) and claim.get("claimName"):
-            claims.append(str(claim["claimName"]))
-        elif volume.get("ephemeral") and name:
-            claims.append(f"{name}-{volume.get('name')}")
-    return claims
+    references = claim_references(pod.get("metadata") or {}, pod.get("spec") or {})
+    return [claim for _, _, claim, _ in references if claim]
 
 
 #: metadata each kind keeps: what rules read (anchors: uid, age, deletion and labels, which tell movers apart;
@@ -209,8 +201,9 @@ def bulk_ingest() -> Iterator[None]:
                 gc.freeze()
 
 
-def _labels(node: Mapping[str, Any]) -> Any:
-    return (node.get("metadata") or {}).get("labels")
+def _placement(node: Mapping[str, Any]) -> tuple[Any, Any]:
+    """What of a node decides which pods it may take: its labels, and its taints and cordon (the trimmed spec)."""
+    return (node.get("metadata") or {}).get("labels"), node.get("spec")
 
 
 def _identity(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str]]:
@@ -227,7 +220,7 @@ class ClusterIndex:
         self._objects: dict[str, dict[tuple[str, str], Json]] = {kind: {} for kind in KINDS}
         self._claim_users: dict[tuple[str, str], dict[str, Json]] = {}
         self._pod_claims: dict[tuple[str, str], list[str]] = {}
-        self._node_set: NodeSet | None = None  # built on first use after the nodes' names or labels changed
+        self._node_set: NodeSet | None = None  # built on first use after nodes came, went or changed labels or taints
         # Velero node-agent pods, which mount no claim: namespace → pod name → (node, Ready), and per namespace
         # the snapshot rules read, rebuilt on first use after a node or readiness changed (not on every update).
         self._agents: dict[str, dict[str, tuple[str, bool]]] = {}
@@ -258,7 +251,7 @@ class ClusterIndex:
         trimmed = trim(obj)
         with self._lock:
             previous = self._objects[kind].get(key)
-            if kind == "Node" and (previous is None or _labels(previous) != _labels(trimmed)):
+            if kind == "Node" and (previous is None or _placement(previous) != _placement(trimmed)):
                 self._node_set = None
             self._objects[kind][key] = trimmed
             self._links.update(kind, key, previous, trimmed)
@@ -346,8 +339,8 @@ class ClusterIndex:
         return list(self._objects["Node"].values())
 
     def node_set(self) -> NodeSet:
-        """Rebuilt only when a node was added, removed or relabelled: status updates leave it (and what it has
-        answered) in place."""
+        """Rebuilt only when a node was added, removed, relabelled, tainted or cordoned: status updates leave it (and
+        what it has answered) in place."""
         current = self._node_set
         if current is None:
             with self._lock:

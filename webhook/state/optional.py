@@ -28,6 +28,7 @@ class OptionalGroup:
     version: str
     resources: tuple[tuple[str, str], ...]  # (plural, kind)
     feature: str
+    cluster_scoped: frozenset[str] = frozenset()  # the kinds listed cluster-wide even for one namespace
 
 
 OPTIONAL_GROUPS = (
@@ -36,6 +37,7 @@ OPTIONAL_GROUPS = (
         "v1",
         (("volumesnapshots", "VolumeSnapshot"), ("volumesnapshotcontents", "VolumeSnapshotContent")),
         "placement from snapshot sources",
+        cluster_scoped=frozenset({"VolumeSnapshotContent"}),
     ),
     OptionalGroup("kubevirt.io", "v1", (("virtualmachines", "VirtualMachine"),), "CDI workers following their VM"),
     OptionalGroup(
