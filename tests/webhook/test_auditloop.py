@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -11,8 +13,9 @@ from prometheus_client import REGISTRY
 
 from rules.causes import CODES
 from tests.rules.test_causes import INDEXED_CAUSES, cluster_of, indexed_cases
+from tests.state.conftest import eventually
 from tests.support import DATA, EXAMPLES
-from webhook.auditloop import AuditLoop
+from webhook.auditloop import WAIT_POLL, AuditLoop
 from webhook.policyfile import load_policy_file
 from webhook.runtime import Runtime
 from webhook.state.static import load_static_state
@@ -94,3 +97,47 @@ def test_the_line_a_run_logs_is_the_one_the_audit_bench_reads(caplog: pytest.Log
     found = _FINISHED.search(line)
     assert found is not None, line
     assert int(found["objects"]) > 0
+
+
+def last_run() -> float:
+    return REGISTRY.get_sample_value("storage_affinity_audit_last_run_timestamp_seconds") or 0.0
+
+
+def test_the_first_audit_runs_at_start_not_an_interval_later() -> None:
+    """Static state is synced from the start: the loop audits at once, then waits its interval."""
+    runs: list[float] = []
+    loop = AuditLoop(runtime(*CLUSTER), interval=60)
+    audit = loop.run_once
+    loop.run_once = lambda: runs.append(time.monotonic()) or audit()  # type: ignore[method-assign]
+    started = time.monotonic()
+    loop.start()
+    try:
+        eventually(lambda: runs, timeout=2.0, what="the first audit")
+        assert runs[0] - started < 1.0
+        assert last_run() >= time.time() - 2.0
+        time.sleep(0.3)
+        assert len(runs) == 1  # the next one waits its interval
+    finally:
+        loop.stop()
+
+
+def test_no_audit_before_the_first_sync_and_one_right_after() -> None:
+    """Before the state's first lists land there is nothing to audit; once they have, the audit follows within
+    the loop's wait poll, an hour-long interval notwithstanding."""
+    synced = threading.Event()
+    rt = runtime(*CLUSTER)
+    rt.loaded_check = synced.is_set
+    runs: list[float] = []
+    loop = AuditLoop(rt, interval=3600)
+    audit = loop.run_once
+    loop.run_once = lambda: runs.append(time.monotonic()) or audit()  # type: ignore[method-assign]
+    loop.start()
+    try:
+        time.sleep(WAIT_POLL * 1.5)
+        assert runs == []
+        synced.set()
+        at = time.monotonic()
+        eventually(lambda: runs, timeout=WAIT_POLL * 3, what="the audit after the first sync")
+        assert runs[0] - at <= WAIT_POLL + 0.5
+    finally:
+        loop.stop()
