@@ -103,12 +103,23 @@ def last_run() -> float:
     return REGISTRY.get_sample_value("storage_affinity_audit_last_run_timestamp_seconds") or 0.0
 
 
-def test_the_first_audit_runs_at_start_not_an_interval_later() -> None:
-    """Static state is synced from the start: the loop audits at once, then waits its interval."""
+def timed_runs(loop: AuditLoop, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When each of the loop's audits started (time.monotonic)."""
     runs: list[float] = []
-    loop = AuditLoop(runtime(*CLUSTER), interval=60)
     audit = loop.run_once
-    loop.run_once = lambda: runs.append(time.monotonic()) or audit()  # type: ignore[method-assign]
+
+    def timed() -> dict[tuple[str, str], int]:
+        runs.append(time.monotonic())
+        return audit()
+
+    monkeypatch.setattr(loop, "run_once", timed)
+    return runs
+
+
+def test_the_first_audit_runs_at_start_not_an_interval_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Static state is synced from the start: the loop audits at once, then waits its interval."""
+    loop = AuditLoop(runtime(*CLUSTER), interval=60)
+    runs = timed_runs(loop, monkeypatch)
     started = time.monotonic()
     loop.start()
     try:
@@ -121,16 +132,14 @@ def test_the_first_audit_runs_at_start_not_an_interval_later() -> None:
         loop.stop()
 
 
-def test_no_audit_before_the_first_sync_and_one_right_after() -> None:
+def test_no_audit_before_the_first_sync_and_one_right_after(monkeypatch: pytest.MonkeyPatch) -> None:
     """Before the state's first lists land there is nothing to audit; once they have, the audit follows within
     the loop's wait poll, an hour-long interval notwithstanding."""
     synced = threading.Event()
     rt = runtime(*CLUSTER)
     rt.loaded_check = synced.is_set
-    runs: list[float] = []
     loop = AuditLoop(rt, interval=3600)
-    audit = loop.run_once
-    loop.run_once = lambda: runs.append(time.monotonic()) or audit()  # type: ignore[method-assign]
+    runs = timed_runs(loop, monkeypatch)
     loop.start()
     try:
         time.sleep(WAIT_POLL * 1.5)
