@@ -15,7 +15,9 @@ PYTEST_ARGS ?=
 .PHONY: help install run test unit chart lint fmt certs review clean bench bench-tools monitoring-tools soak fuzz docs
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
+		'{name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1)} \
+		END {for (i = 1; i <= NR; i++) printf "  %-" width "s  %s\n", name[i], text[i]}'
 
 $(STAMP): setup.cfg pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,9 +33,9 @@ $(CERT_DIR)/tls.crt: | $(STAMP)
 
 certs: $(CERT_DIR)/tls.crt ## issue a development CA and serving certificate into dev-certs/
 
-run: $(STAMP) certs ## serve the webhook on https://127.0.0.1:8443 (embedded policy, example cluster)
+run: $(STAMP) certs ## serve the webhook on https://127.0.0.1:8443 (embedded policy, example cluster, a log line per review)
 	$(BIN)/storage-affinity-webhook serve --cert $(CERT_DIR)/tls.crt --key $(CERT_DIR)/tls.key \
-		--bind $(BIND) --cluster $(CLUSTER)
+		--bind $(BIND) --cluster $(CLUSTER) --log-reviews
 
 review: $(STAMP) ## run the admission pipeline offline: make review FILE=examples/mover-pod.yaml
 	$(BIN)/storage-affinity-webhook review -f $(FILE) --cluster $(CLUSTER) -o json
@@ -59,7 +61,7 @@ chart: $(STAMP) monitoring-tools ## render, lint and check the chart in every mo
 	scripts/install-helm.sh
 	$(BIN)/python -m pytest tests/chart $(PYTEST_ARGS)
 
-test: lint bench-tools unit chart ## install, lint, then run every test (the load tests drive hey)
+test: lint bench-tools unit chart ## install, lint, then run every test (apt-get installs hey, wrk, valgrind, prometheus if missing)
 
 fuzz: $(STAMP) ## hypothesis, long profile: 20,000 examples per property (FUZZ_EXAMPLES=N to bound it)
 	HYPOTHESIS_PROFILE=long $(if $(FUZZ_EXAMPLES),HYPOTHESIS_MAX_EXAMPLES=$(FUZZ_EXAMPLES)) \

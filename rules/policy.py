@@ -138,8 +138,8 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
 
     roles = section("roles")
     co = section("coScheduling")
-    # Only the document's own per-family settings override its `enforcement`: the embedded default spells out
-    # `deny` per family, and merging that in would keep `enforcement: warn` from relaxing those families.
+    # Only the document's own per-family settings override its `enforcement`: a family it leaves out follows its
+    # `enforcement`, whatever another document says (docs/validation.md#enforcement).
     validation = doc.get("validation") or {}
     source_cm = (doc.get("loadAffinitySource") or {}).get("configMap")
     data_source = section("dataSource")

@@ -1,4 +1,5 @@
-"""The audit inside `serve`: every `--audit-interval` seconds, on the cluster state the server already holds.
+"""The audit inside `serve`: as soon as the cluster state the server holds has first synced, then every
+`--audit-interval` seconds, on that state.
 
 It reads the in-memory index (no extra API load) and publishes `storage_affinity_audit_findings{family,namespace}`,
 `storage_affinity_audit_stuck_pods{cause}` and `storage_affinity_audit_last_run_timestamp_seconds`, and per
@@ -41,6 +42,8 @@ T = TypeVar("T")
 #: The longest stretch of auditing without handing the worker back to the requests it serves, and the pause then.
 SLICE = 0.002
 PAUSE = 0.0005
+#: How often a loop with nothing to audit yet (state not synced, no valid policy) looks again.
+WAIT_POLL = 1.0
 
 
 class Indexed(Protocol):
@@ -67,21 +70,32 @@ class AuditLoop:
         self._lock: IO[str] | None = None
         self._published: set[tuple[str, str]] = set()
         self._entry_series: set[tuple[str, str, str]] = set()
+        self._stopped = threading.Event()
 
     def start(self) -> AuditLoop:
         threading.Thread(target=self._loop, name="audit", daemon=True).start()
         return self
 
+    def stop(self) -> None:
+        """End the loop at its next turn (a run in progress finishes)."""
+        self._stopped.set()
+
     def _loop(self) -> None:
         self._leader()  # the worker that takes the lock competes for the Lease from now on
-        while True:
-            time.sleep(self.interval)
-            if self.runtime.unavailable() is not None or not self._leader():
-                continue  # no valid policy yet: nothing to audit against
-            try:
-                self.run_once()
-            except Exception:  # a failed audit must not end the loop (or the worker)
-                log.exception("audit of existing objects failed")
+        while not self._stopped.is_set():
+            due = self._due()
+            if due and self._leader():
+                try:
+                    self.run_once()
+                except Exception:  # a failed audit must not end the loop (or the worker)
+                    log.exception("audit of existing objects failed")
+            self._stopped.wait(self.interval if due else min(self.interval, WAIT_POLL))
+
+    def _due(self) -> bool:
+        """Whether there is something to audit: the state's first lists have landed and a valid policy is in force.
+        Until then the loop looks every WAIT_POLL seconds, so the first audit follows the first sync closely
+        instead of an interval after start."""
+        return self.runtime.loaded() and self.runtime.unavailable() is None
 
     def _leader(self) -> bool:
         """True while this worker holds the replica's audit lock (taken without waiting); from then on it

@@ -68,7 +68,12 @@ def build_app(settings: Settings) -> Flask:
     )
     if auditing:
         _start_audit(runtime, settings)
-    return create_app(runtime, max_body=settings.max_body, trivial_endpoint=settings.trivial_endpoint)
+    return create_app(
+        runtime,
+        max_body=settings.max_body,
+        trivial_endpoint=settings.trivial_endpoint,
+        log_reviews=settings.log_reviews,
+    )
 
 
 def _start_audit(runtime: Runtime, settings: Settings) -> None:

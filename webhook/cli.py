@@ -154,6 +154,12 @@ def _parser() -> argparse.ArgumentParser:
         help="least severe log record written (default %(default)s)",
     )
     serve.add_argument(
+        "--log-reviews",
+        action="store_true",
+        help="log one info line per review answered: kind, namespace/name, operation, allowed or denied, patch "
+        "operations, warnings, duration (make run sets it; off by default)",
+    )
+    serve.add_argument(
         "--reports",
         choices=["auto", "openreports", "wgpolicyk8s", "off"],
         default=default("reports"),
@@ -352,6 +358,7 @@ def _serve_files(args: argparse.Namespace) -> int:
             read_timeout=args.read_timeout,
             trivial_endpoint=args.trivial_endpoint,
             log_level=args.log_level,
+            log_reviews=args.log_reviews,
             live=live,
             kubeconfig=args.kubeconfig,
             policy_configmap=args.policy_configmap,

@@ -25,6 +25,7 @@ class Settings:
     read_timeout: float = 10.0
     trivial_endpoint: bool = False
     log_level: str = "info"
+    log_reviews: bool = False  # one info line per review answered (`make run`); off in the chart
     live: bool = False  # read the cluster from the API (the CLI sets it when no --cluster is given)
     kubeconfig: Path | None = None
     policy_configmap: str = "storage-affinity-policy"

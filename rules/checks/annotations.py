@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from rules.annotations import annotation_problems
+from rules.annotations import LOAD_AFFINITY, STORAGE_CLASS, annotation_problems
 from rules.context import Context, PodTarget
+from rules.loadaffinity.validation import FAMILY as LOAD_AFFINITY_FAMILY
 
 FAMILY = "annotations"
+
+#: Annotations that are another feature's settings report under that feature's family, so they follow its
+#: `validation.<family>.enforcement`: a pod's `load-affinity` list and `storage-class` are load-affinity settings,
+#: like the policy's and Velero's lists, and relax with them during a gradual rollout (docs/validation.md).
+FAMILIES = {LOAD_AFFINITY: LOAD_AFFINITY_FAMILY, STORAGE_CLASS: LOAD_AFFINITY_FAMILY}
 
 
 def own_annotations(ctx: Context, target: PodTarget) -> None:
@@ -14,5 +20,7 @@ def own_annotations(ctx: Context, target: PodTarget) -> None:
     if ctx.subject.operation == "UPDATE":
         old = ((ctx.subject.old or {}).get("metadata") or {}).get("annotations") or {}
         annotations = {k: v for k, v in annotations.items() if old.get(k) != v}
-    for path, message in annotation_problems(annotations, target.field("metadata.annotations")):
-        ctx.report(path, message, FAMILY)
+    base = target.field("metadata.annotations")
+    for key, value in annotations.items():
+        for path, message in annotation_problems({key: value}, base):
+            ctx.report(path, message, FAMILIES.get(key, FAMILY))

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from chart_helpers import CHART, NAMESPACE, ROOT, SCENARIOS, one, render, render_error
 
-from rules.policy import Policy, PolicyError, policy_from_config_map
+from rules.policy import Policy, PolicyError, policy_from_config_map, validation_families
 
 
 def _policy(values: dict[str, Any], namespace: str = NAMESPACE) -> Policy:
@@ -143,3 +143,14 @@ def test_every_values_key_has_a_comment() -> None:
                 undocumented.append(f"line {number + 1}: {line.strip()}")
         parents.append((indent, match["key"]))
     assert undocumented == []
+
+
+def test_policy_enforcement_warn_alone_relaxes_every_family() -> None:
+    """The chart lists no family override, so `policy.enforcement: warn` is the gradual rollout it says it is."""
+    relaxed = _policy({"policy": {"enforcement": "warn"}})
+    assert {family: relaxed.enforcement_for(family) for family in validation_families()} == dict.fromkeys(
+        validation_families(), "warn"
+    )
+    one_kept = _policy({"policy": {"enforcement": "warn", "validation": {"placement": {"enforcement": "deny"}}}})
+    assert one_kept.enforcement_for("placement") == "deny"
+    assert one_kept.enforcement_for("diskAnnotations") == "warn"

@@ -172,6 +172,13 @@ def test_server_arguments_self_mode() -> None:
     one(docs, "ConfigMap", args(docs)["--policy-configmap"])
 
 
+def test_review_lines_are_off_unless_asked_for() -> None:
+    """One log line per review suits `make run`, not a cluster's log: the chart passes `--log-reviews` only when
+    `server.extraArgs` asks for it (docs/operations.md)."""
+    assert "--log-reviews" not in container(render())["args"]
+    assert container(render({"server": {"extraArgs": ["--log-reviews"]}}))["args"][-1] == "--log-reviews"
+
+
 def test_namespace_from_the_downward_api() -> None:
     env = {e["name"]: e for e in container(render())["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}

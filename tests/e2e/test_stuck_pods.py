@@ -58,3 +58,23 @@ def test_the_in_server_audit_counts_stuck_pods_by_cause(tmp_path: Path) -> None:
             api.update(running)
             expected["MultiAttach"] = 0
             until(server, {code: float(expected[code]) for code in CODES})
+
+
+def test_the_first_in_server_audit_follows_the_first_sync(tmp_path: Path) -> None:
+    """With the default five-minute interval, the audit metrics are real within seconds of readiness, not 0 for
+    the first interval (the last-run timestamp is what the dashboard's "time since the last audit" reads)."""
+    with running_fake_api(*cluster_of(CASES)) as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        with running_server(tmp_path, "--kubeconfig", str(kubeconfig), "--audit-interval", "300") as server:
+            ready = time.time()
+            expected = Counter(c["cause"] for c in CASES)
+            until(server, {code: float(expected[code]) for code in CODES}, deadline=10.0)
+            with server.session() as session:
+                text = session.get(server.url + "/metrics", timeout=10).text
+            (last_run,) = [
+                sample.value
+                for family in text_string_to_metric_families(text)
+                for sample in family.samples
+                if sample.name == "storage_affinity_audit_last_run_timestamp_seconds"
+            ]
+            assert ready - 10 < last_run < ready + 10

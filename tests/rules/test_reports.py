@@ -174,3 +174,29 @@ def test_a_stored_report_that_lost_our_label_is_rewritten() -> None:
     report = build_reports(audited(), OPENREPORTS, now=1)[("shop", REPORT_NAME)]
     relabelled = {**report, "metadata": {**report["metadata"], "labels": {}}}
     assert not same_content(relabelled, report)
+
+
+def test_a_pods_load_affinity_annotation_is_reported_under_load_affinity() -> None:
+    """The report's `policy` is the family `validation.<family>.enforcement` switches (docs/validation.md)."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "restore-1",
+            "namespace": "velero",
+            "annotations": {
+                "storage-affinity.io/load-affinity": '[{"nodeSelector": {}}]',
+                "storage-affinity.io/storage-class": "Not_A_Name",
+                "storage-affinity.io/placment": "nodeName",
+            },
+        },
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    (audit,) = audit_objects([pod], view_from(), policy())
+    results = build_reports([audit], OPENREPORTS, now=1)[("velero", REPORT_NAME)]["results"]
+    families = {r["rule"].removeprefix("metadata.annotations[").split("]")[0]: r["policy"] for r in results}
+    assert families == {
+        "storage-affinity.io/load-affinity": "loadAffinity",
+        "storage-affinity.io/storage-class": "loadAffinity",
+        "storage-affinity.io/placment": "annotations",
+    }

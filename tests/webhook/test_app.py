@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -184,3 +185,64 @@ def test_a_review_answer_carries_its_length_and_type(client: FlaskClient) -> Non
     assert answer.status_code == 200 and answer.content_type == "application/json"
     assert int(answer.headers["Content-Length"]) == len(answer.data)
     assert json.loads(answer.data)["response"]["uid"] == "abc"
+
+
+def _logging_client(log_reviews: bool) -> FlaskClient:
+    runtime = Runtime(policy=default_policy(), view=load_static_state([EXAMPLES / "cluster.yaml"]), namespace="saw")
+    return create_app(runtime, log_reviews=log_reviews).test_client()
+
+
+def _review_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "webhook.app" and r.levelname == "INFO"]
+
+
+def _generated(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as a controller creates it: a generateName and no name yet."""
+    meta = {k: v for k, v in obj["metadata"].items() if k != "name"}
+    return {**obj, "metadata": {**meta, "generateName": "volsync-rsync-tls-src-"}}
+
+
+REVIEW_LINES = [
+    (
+        "mutate",
+        load_yaml(EXAMPLES / "mover-pod.yaml"),
+        r"review mutate Pod shop/volsync-rsync-tls-src-db CREATE: allowed, 3 patch ops, 0 warnings, \d+\.\d ms",
+    ),
+    (
+        "mutate",
+        _generated(load_yaml(EXAMPLES / "mover-pod.yaml")),
+        r"review mutate Pod shop/volsync-rsync-tls-src-\* CREATE: allowed, 3 patch ops, 0 warnings, \d+\.\d ms",
+    ),
+    (
+        "validate",
+        load_yaml(EXAMPLES / "disk-contradiction-pod.yaml"),
+        r"review validate Pod shop/cache-1 CREATE: denied, 0 patch ops, 0 warnings, \d+\.\d ms",
+    ),
+]
+
+
+@pytest.mark.parametrize(("endpoint", "obj", "line"), REVIEW_LINES)
+def test_a_review_is_logged_in_one_line_with_log_reviews(
+    caplog: pytest.LogCaptureFixture, endpoint: str, obj: dict[str, Any], line: str
+) -> None:
+    review = admission_review("CREATE", obj, uid="abc")
+    with caplog.at_level("INFO", logger="webhook.app"):
+        assert post(_logging_client(True), endpoint, review).status_code == 200
+    (logged,) = _review_lines(caplog)
+    assert re.fullmatch(line, logged), logged
+
+
+def test_no_review_line_without_log_reviews(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="webhook.app"):
+        assert post(_logging_client(False), "mutate", _mover_review()).status_code == 200
+    assert _review_lines(caplog) == []
+
+
+def test_a_review_line_escapes_what_the_body_says(caplog: pytest.LogCaptureFixture) -> None:
+    obj = load_yaml(EXAMPLES / "mover-pod.yaml")
+    review = admission_review("CREATE", obj, uid="abc")
+    review["request"]["name"] = "evil\n[INFO] forged"
+    with caplog.at_level("INFO", logger="webhook.app"):
+        post(_logging_client(True), "validate", review)
+    (logged,) = _review_lines(caplog)
+    assert "\n" not in logged and "evil\\n[INFO] forged" in logged

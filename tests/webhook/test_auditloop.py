@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -11,8 +13,9 @@ from prometheus_client import REGISTRY
 
 from rules.causes import CODES
 from tests.rules.test_causes import INDEXED_CAUSES, cluster_of, indexed_cases
+from tests.state.conftest import eventually
 from tests.support import DATA, EXAMPLES
-from webhook.auditloop import AuditLoop
+from webhook.auditloop import WAIT_POLL, AuditLoop
 from webhook.policyfile import load_policy_file
 from webhook.runtime import Runtime
 from webhook.state.static import load_static_state
@@ -94,3 +97,56 @@ def test_the_line_a_run_logs_is_the_one_the_audit_bench_reads(caplog: pytest.Log
     found = _FINISHED.search(line)
     assert found is not None, line
     assert int(found["objects"]) > 0
+
+
+def last_run() -> float:
+    return REGISTRY.get_sample_value("storage_affinity_audit_last_run_timestamp_seconds") or 0.0
+
+
+def timed_runs(loop: AuditLoop, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When each of the loop's audits started (time.monotonic)."""
+    runs: list[float] = []
+    audit = loop.run_once
+
+    def timed() -> dict[tuple[str, str], int]:
+        runs.append(time.monotonic())
+        return audit()
+
+    monkeypatch.setattr(loop, "run_once", timed)
+    return runs
+
+
+def test_the_first_audit_runs_at_start_not_an_interval_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Static state is synced from the start: the loop audits at once, then waits its interval."""
+    loop = AuditLoop(runtime(*CLUSTER), interval=60)
+    runs = timed_runs(loop, monkeypatch)
+    started = time.monotonic()
+    loop.start()
+    try:
+        eventually(lambda: runs, timeout=2.0, what="the first audit")
+        assert runs[0] - started < 1.0
+        assert last_run() >= time.time() - 2.0
+        time.sleep(0.3)
+        assert len(runs) == 1  # the next one waits its interval
+    finally:
+        loop.stop()
+
+
+def test_no_audit_before_the_first_sync_and_one_right_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before the state's first lists land there is nothing to audit; once they have, the audit follows within
+    the loop's wait poll, an hour-long interval notwithstanding."""
+    synced = threading.Event()
+    rt = runtime(*CLUSTER)
+    rt.loaded_check = synced.is_set
+    loop = AuditLoop(rt, interval=3600)
+    runs = timed_runs(loop, monkeypatch)
+    loop.start()
+    try:
+        time.sleep(WAIT_POLL * 1.5)
+        assert runs == []
+        synced.set()
+        at = time.monotonic()
+        eventually(lambda: runs, timeout=WAIT_POLL * 3, what="the audit after the first sync")
+        assert runs[0] - at <= WAIT_POLL + 0.5
+    finally:
+        loop.stop()

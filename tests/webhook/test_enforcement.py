@@ -13,12 +13,13 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from rules import pipeline
 from rules.model import Json
-from rules.policy import POLICY_LABEL, Policy
+from rules.policy import POLICY_LABEL, Policy, validation_families
 from testkit.reviews import admission_review
-from tests.support import EXAMPLES, load_yaml, policy, subject, view_from
+from tests.support import EXAMPLES, ROOT, load_yaml, policy, subject, view_from
 from webhook.app import create_app
 from webhook.codec import WARNING_ADVISED, WARNING_LIMIT, build_response, clip_warnings, request_from_document
 from webhook.runtime import Runtime
@@ -47,6 +48,12 @@ DISK_TEXT = (
 )
 OWN = pod({"storage-affinity.io/placment": "nodeName"})
 OWN_TEXT = 'metadata.annotations[storage-affinity.io/placment]: unknown annotation (did you mean "placement"?)'
+# A pod's own load-affinity list is a load-affinity setting: it follows `validation.loadAffinity`, not `annotations`.
+LOAD = pod({"storage-affinity.io/load-affinity": '[{"nodeSelector": {}}]'})
+LOAD_TEXT = (
+    "metadata.annotations[storage-affinity.io/load-affinity][0].nodeSelector: "
+    "must not be empty: an empty node selector term matches no node"
+)
 PLACEMENT = load_yaml(EXAMPLES / "pinned-away-pod.yaml")
 PLACEMENT_TEXT = (
     'spec.nodeName: pins the pod to node "ip-10-0-1-17.ec2.internal", but volume "data" (claim cache-data) is '
@@ -64,23 +71,38 @@ POLICY_TEXT = 'data[policy.yaml].enforcement: "warm" is not one of deny, warn'
 SUBJECTS = {
     "diskAnnotations": (DISK, DISK_TEXT),
     "annotations": (OWN, OWN_TEXT),
+    "loadAffinity": (LOAD, LOAD_TEXT),
     "placement": (PLACEMENT, PLACEMENT_TEXT),
     "policy": (POLICY_CM, POLICY_TEXT),
 }
 
 # (running policy, families whose findings deny under it)
 ENFORCEMENT = [
-    ({}, {"diskAnnotations", "annotations", "placement", "policy"}),
-    ({"enforcement": "deny"}, {"diskAnnotations", "annotations", "placement", "policy"}),
+    ({}, {"diskAnnotations", "annotations", "loadAffinity", "placement", "policy"}),
+    ({"enforcement": "deny"}, {"diskAnnotations", "annotations", "loadAffinity", "placement", "policy"}),
     ({"enforcement": "warn"}, {"policy"}),
-    ({"validation": {"diskAnnotations": {"enforcement": "warn"}}}, {"annotations", "placement", "policy"}),
-    ({"validation": {"placement": {"enforcement": "warn"}}}, {"diskAnnotations", "annotations", "policy"}),
-    ({"validation": {"annotations": {"enforcement": "warn"}}}, {"diskAnnotations", "placement", "policy"}),
+    (
+        {"validation": {"diskAnnotations": {"enforcement": "warn"}}},
+        {"annotations", "loadAffinity", "placement", "policy"},
+    ),
+    (
+        {"validation": {"placement": {"enforcement": "warn"}}},
+        {"diskAnnotations", "annotations", "loadAffinity", "policy"},
+    ),
+    (
+        {"validation": {"annotations": {"enforcement": "warn"}}},
+        {"diskAnnotations", "loadAffinity", "placement", "policy"},
+    ),
+    (
+        {"validation": {"loadAffinity": {"enforcement": "warn"}}},
+        {"diskAnnotations", "annotations", "placement", "policy"},
+    ),
     ({"enforcement": "warn", "validation": {"placement": {"enforcement": "deny"}}}, {"placement", "policy"}),
     (
         {"enforcement": "warn", "validation": {"diskAnnotations": {"enforcement": "deny"}}},
         {"diskAnnotations", "policy"},
     ),
+    ({"enforcement": "warn", "validation": {"loadAffinity": {"enforcement": "deny"}}}, {"loadAffinity", "policy"}),
 ]
 
 
@@ -112,6 +134,30 @@ def test_enforcement_per_family(family: str, running: Json, denying: set[str]) -
         assert response["allowed"] is True
         assert "status" not in response
         assert response["warnings"] == clip_warnings([text])
+
+
+def gradual_rollout() -> Json:
+    """The gradual-rollout policy docs/validation.md shows, read from the page itself."""
+    page = (ROOT / "docs" / "validation.md").read_text()
+    block = page.split("For a gradual rollout", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    return yaml.safe_load(block)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("family", list(SUBJECTS))
+def test_the_documented_gradual_rollout_warns_on_every_family_but_placement(family: str) -> None:
+    obj, text = SUBJECTS[family]
+    response = respond(obj, policy(gradual_rollout()))
+    assert response["allowed"] is (family not in ("placement", "policy"))
+    if response["allowed"]:
+        assert response["warnings"] == clip_warnings([text])
+
+
+def test_the_gradual_rollout_leaves_no_family_at_the_embedded_default() -> None:
+    rollout = policy(gradual_rollout())
+    assert {f: rollout.enforcement_for(f) for f in validation_families()} == {
+        **dict.fromkeys(validation_families(), "warn"),
+        "placement": "deny",
+    }
 
 
 def test_mixed_families_one_message_numbered_and_the_relaxed_family_warns() -> None:
