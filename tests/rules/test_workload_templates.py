@@ -44,11 +44,11 @@ def at(kind: str, field: str) -> str:
     return ".".join((*TEMPLATE_PATHS[kind], field))
 
 
-def _kinds(case: Json) -> list[str]:
+def kinds(case: Json) -> list[str]:
     return list(case.get("kinds") or [case["kind"]])
 
 
-def _objects(case: Json, kind: str) -> tuple[Json, Json | None]:
+def objects(case: Json, kind: str) -> tuple[Json, Json | None]:
     namespace = case.get("namespace", "shop")
     obj = workload(kind, case["template"], case.get("spec"), namespace)
     old = case.get("old")
@@ -61,8 +61,8 @@ def _objects(case: Json, kind: str) -> tuple[Json, Json | None]:
 
 @pytest.mark.parametrize("case", CASES)
 def test_workload_template(case: Json) -> None:
-    for kind in _kinds(case):
-        obj, old = _objects(case, kind)
+    for kind in kinds(case):
+        obj, old = objects(case, kind)
         operation = case.get("operation", "CREATE")
         decision = pipeline.validate(subject(obj, operation, old), view_from(), policy(case.get("policy")))
         assert [f.field for f in decision.denials] == [at(kind, f) for f in case["denied"]], (kind, decision)
@@ -81,7 +81,7 @@ def test_the_same_template_as_a_pod_gets_the_same_findings() -> None:
         case = param.values[0]
         if case.get("operation", "CREATE") != "CREATE" or case.get("kind") in (None, "StatefulSet"):
             continue
-        obj, _ = _objects(case, case["kind"])
+        obj, _ = objects(case, case["kind"])
         pod = {"apiVersion": "v1", "kind": "Pod", **copy.deepcopy(case["template"])}
         pod["metadata"] = {**pod["metadata"], "name": "app-0", "namespace": case.get("namespace", "shop")}
         pol = policy(case.get("policy"))
@@ -103,7 +103,7 @@ def test_rules_that_need_the_cluster_are_skipped_for_templates() -> None:
     pod["metadata"] = {**pod["metadata"], "name": "app-0", "namespace": "shop"}
     as_pod = pipeline.validate(subject(pod), cluster, policy())
     assert {f.family for f in as_pod.findings} == {"placement", "loadAffinity"}, as_pod.findings
-    obj, _ = _objects(case, "Deployment")
+    obj, _ = objects(case, "Deployment")
     assert pipeline.validate(subject(obj), cluster, policy()).findings == []
 
 
