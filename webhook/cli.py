@@ -154,7 +154,12 @@ def _parser() -> argparse.ArgumentParser:
     selfcerts.add_arguments(rot)
 
     rev = sub.add_parser("review", help="run the admission pipeline offline: mutate, apply, validate")
-    rev.add_argument("-f", "--file", required=True, help="AdmissionReview or bare Pod/Job/ConfigMap; - for stdin")
+    rev.add_argument(
+        "-f",
+        "--file",
+        required=True,
+        help="AdmissionReview or bare Pod, ConfigMap or workload (Job, CronJob, Deployment...); - for stdin",
+    )
     rev.add_argument("--policy", type=Path, help="policy file (ConfigMap or bare document); default: embedded")
     rev.add_argument(
         "--cluster",
