@@ -111,3 +111,29 @@ def test_no_template_at_all_is_no_finding() -> None:
     """A workload the API server would refuse for its missing template is not this webhook's to refuse."""
     bare: Any = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "app", "namespace": "shop"}}
     assert pipeline.validate(subject(bare), view_from(), policy()).findings == []
+
+
+def _mistyped(kind: str) -> Json:
+    obj = workload(kind, {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "c"}]}})
+    template = obj["spec"]["jobTemplate"]["spec"]["template"] if kind == "CronJob" else obj["spec"]["template"]
+    if kind == "Deployment":
+        template["metadata"]["annotations"] = "x"
+    elif kind == "CronJob":
+        template["spec"]["volumes"] = "x"
+    else:
+        obj["spec"]["volumeClaimTemplates"] = [{"metadata": {"name": 7}}]
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("kind", "field", "message"),
+    [
+        ("Deployment", "spec.template.metadata.annotations", "must be"),
+        ("CronJob", "spec.jobTemplate.spec.template.spec.volumes", "must be a list"),
+        ("StatefulSet", "spec.volumeClaimTemplates[0].metadata.name", "must be a string"),
+    ],
+)
+def test_a_mistyped_template_is_bad_input_naming_the_field(kind: str, field: str, message: str) -> None:
+    with pytest.raises(pipeline.BadObject) as info:
+        pipeline.validate(subject(_mistyped(kind)), view_from(), policy())
+    assert [(path, text[: len(message)]) for path, text in info.value.problems] == [(field, message)]
