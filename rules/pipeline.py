@@ -65,11 +65,13 @@ def validate(subject: Subject, view: ClusterView, policy: Policy, own_namespace:
     if not isinstance(subject.obj, dict) or subject.operation not in ("CREATE", "UPDATE"):
         return ctx.decision
     path = TEMPLATE_PATHS.get(subject.kind)
-    updated = path is not None and subject.operation == "UPDATE"
-    if updated and path is not None and template_of(subject.obj, path) == template_of(subject.old, path):
-        # Scaling, a status or a label of the workload: no new pod comes from this, so nothing to check.
-        ctx.reason("pod template unchanged")
-        return ctx.decision
+    updated = False  # an UPDATE that changes a workload's pod template
+    if path is not None and subject.operation == "UPDATE":
+        if template_of(subject.obj, path) == template_of(subject.old, path):
+            # Scaling, a status or a label of the workload: no new pod comes from this, so nothing to check.
+            ctx.reason("pod template unchanged")
+            return ctx.decision
+        updated = True
     if not _checked(ctx):
         _apply_enforcement(ctx)
         return ctx.decision
@@ -78,12 +80,12 @@ def validate(subject: Subject, view: ClusterView, policy: Policy, own_namespace:
         if target.role.exempt:
             ctx.reason(f"exempt: {target.role.reason}")
             return ctx.decision
-        validators = (
-            registry.POD_VALIDATORS if subject.kind in POD_KINDS and not updated else registry.TEMPLATE_VALIDATORS
-        )
-        # A changed template is checked whole, as the pods it will create are: to the rules it is a creation.
-        as_created = dataclasses.replace(subject, operation="CREATE", old=None)
-        rule_ctx = dataclasses.replace(ctx, subject=as_created) if updated else ctx
+        rule_ctx = ctx
+        validators = registry.POD_VALIDATORS if subject.kind in POD_KINDS else registry.TEMPLATE_VALIDATORS
+        if updated:
+            # A changed template is checked whole, as the pods it will create are: to the rules it is a creation.
+            rule_ctx = dataclasses.replace(ctx, subject=dataclasses.replace(subject, operation="CREATE", old=None))
+            validators = registry.TEMPLATE_VALIDATORS
         for rule in validators:
             _run(rule_ctx, rule, target)
     elif subject.kind == "ConfigMap":
