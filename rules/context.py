@@ -28,7 +28,7 @@ class BadObject(ValueError):
 
 @dataclass
 class PodTarget:
-    """A Pod, or the pod template of a Job, with a patch builder rooted at it."""
+    """A Pod, or the pod template of a workload (a Job, a Deployment...), with a patch builder rooted at it."""
 
     kind: str
     namespace: str
@@ -36,7 +36,7 @@ class PodTarget:
     spec: Json
     patch: PatchBuilder
     role: RoleDecision
-    base: str = ""  # field path prefix: "" for a Pod, "spec.template" for a Job
+    base: str = ""  # field path prefix: "" for a Pod, "spec.template" for a Job, "spec.jobTemplate.spec.template"...
     _volumes: list[ClaimVolume] | None = field(default=None, repr=False)
 
     def volumes(self, view: ClusterView) -> list[ClaimVolume]:

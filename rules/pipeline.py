@@ -20,6 +20,7 @@ from rules import registry
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, Context, PodTarget
 from rules.kube.shapes import object_problems
+from rules.kube.workloads import TEMPLATE_PATHS, template_of, template_spec
 from rules.model import Decision, Finding, Json, Severity, Subject
 from rules.patch import PatchBuilder
 from rules.policy import Policy
@@ -28,6 +29,8 @@ from rules.roles import classify
 log = logging.getLogger(__name__)
 
 POD_KINDS = ("Pod", "Job")
+#: The kinds `validate` has rules for: any other is admitted unchecked (and `review` says so).
+VALIDATED_KINDS = ("Pod", "ConfigMap", *TEMPLATE_PATHS)
 #: Finding families that enforcement never relaxes: a broken policy must never land, and an object whose values
 #: no rule can read (the API server would refuse it too) is never admitted unchecked.
 STRICT_FAMILIES = frozenset({"policy", "object"})
@@ -61,18 +64,30 @@ def validate(subject: Subject, view: ClusterView, policy: Policy, own_namespace:
     ctx = Context(subject, view, policy, own_namespace)
     if not isinstance(subject.obj, dict) or subject.operation not in ("CREATE", "UPDATE"):
         return ctx.decision
-    if subject.kind == "Job" and subject.operation != "CREATE":
-        return ctx.decision
+    path = TEMPLATE_PATHS.get(subject.kind)
+    updated = False  # an UPDATE that changes a workload's pod template
+    if path is not None and subject.operation == "UPDATE":
+        if template_of(subject.obj, path) == template_of(subject.old, path):
+            # Scaling, a status or a label of the workload: no new pod comes from this, so nothing to check.
+            ctx.reason("pod template unchanged")
+            return ctx.decision
+        updated = True
     if not _checked(ctx):
         _apply_enforcement(ctx)
         return ctx.decision
-    if subject.kind in POD_KINDS:
+    if subject.kind == "Pod" or path is not None:
         target = pod_target(subject, policy, own_namespace)
         if target.role.exempt:
             ctx.reason(f"exempt: {target.role.reason}")
             return ctx.decision
-        for rule in registry.POD_VALIDATORS:
-            _run(ctx, rule, target)
+        rule_ctx = ctx
+        validators = registry.POD_VALIDATORS if subject.kind in POD_KINDS else registry.TEMPLATE_VALIDATORS
+        if updated:
+            # A changed template is checked whole, as the pods it will create are: to the rules it is a creation.
+            rule_ctx = dataclasses.replace(ctx, subject=dataclasses.replace(subject, operation="CREATE", old=None))
+            validators = registry.TEMPLATE_VALIDATORS
+        for rule in validators:
+            _run(rule_ctx, rule, target)
     elif subject.kind == "ConfigMap":
         for cm_rule in registry.CONFIG_MAP_VALIDATORS:
             _run(ctx, cm_rule, subject.obj)
@@ -116,23 +131,34 @@ def _checked(ctx: Context) -> bool:
 
 
 def pod_target(subject: Subject, policy: Policy, own_namespace: str) -> PodTarget:
-    """The pod (or Job template) under review, once the boundary has checked its types."""
+    """The pod, or the pod template of a workload, under review, once the boundary has checked its types."""
     obj = subject.obj
     assert isinstance(obj, dict)
     metadata = obj.get("metadata") or {}
     namespace = subject.namespace or str(metadata.get("namespace") or "")
     if subject.kind == "Pod":
         builder = PatchBuilder(obj)
-        pod, base = obj, ""
+        pod, base, spec = obj, "", obj.get("spec") or {}
     else:
-        builder = PatchBuilder(obj).scoped(("spec", "template"))
-        pod, base = (obj.get("spec") or {}).get("template") or {}, "spec.template"
+        path = TEMPLATE_PATHS[subject.kind]
+        builder = PatchBuilder(obj).scoped(path)
+        pod, base = template_of(obj, path), ".".join(path)
+        spec = template_spec(subject.kind, obj, pod)
     metadata = pod.get("metadata") or {}
     role = classify(metadata, namespace, policy, own_namespace)
-    return PodTarget(subject.kind, namespace, metadata, pod.get("spec") or {}, builder, role, base)
+    return PodTarget(subject.kind, namespace, metadata, spec, builder, role, base)
 
 
-__all__ = ["BadObject", "Chain", "Context", "PodTarget", "mutate", "mutate_then_validate", "validate"]
+__all__ = [
+    "VALIDATED_KINDS",
+    "BadObject",
+    "Chain",
+    "Context",
+    "PodTarget",
+    "mutate",
+    "mutate_then_validate",
+    "validate",
+]
 
 
 def _run(ctx: Context, rule: Callable[[Context, Any], None], target: Any, *, mutating: bool = False) -> bool:

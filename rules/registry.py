@@ -1,7 +1,7 @@
 """Which rule runs for what, in order: the one table the pipeline reads.
 
-Mutating rules by pod role; validating rules for Pods (and Job pod templates) and for ConfigMaps, run in the
-order listed, so their findings are reported in that order.
+Mutating rules by pod role; validating rules for Pods (and Job pod templates), for the pod templates of other
+workloads and for ConfigMaps, run in the order listed, so their findings are reported in that order.
 """
 
 from __future__ import annotations
@@ -45,6 +45,15 @@ POD_VALIDATORS: list[Rule] = [
     disk_annotations,
     placement_consistency,
     check_data_source,
+]
+
+#: Validating rules for the pod template of a workload (rules/kube/workloads.py) other than a Job being created:
+#: those that need no node, no live claim and no cluster state, since its pods come later, on whatever nodes and
+#: claims exist then. Unknown `storage-affinity.io/*` keys and values (the role, the load-affinity JSON) and the
+#: disk annotations' grammar and contradictions.
+TEMPLATE_VALIDATORS: list[Rule] = [
+    own_annotations,
+    disk_annotations,
 ]
 
 CONFIG_MAP_VALIDATORS: list[ConfigMapRule] = [

@@ -217,9 +217,14 @@ def _parser() -> argparse.ArgumentParser:
         "patch, validate the result; print the decision, warnings on stderr.",
         "0  allowed",
         "1  denied (the reason on stderr)",
+        bad="bad input or usage, or a kind review does not check",
     )
     rev.add_argument(
-        "-f", "--file", required=True, metavar="FILE", help="AdmissionReview or bare Pod/Job/ConfigMap; - for stdin"
+        "-f",
+        "--file",
+        required=True,
+        metavar="FILE",
+        help="AdmissionReview or bare Pod, ConfigMap or workload (Job, CronJob, Deployment...); - for stdin",
     )
     rev.add_argument("--policy", type=Path, help="policy file (ConfigMap or bare document); default: embedded")
     rev.add_argument(

@@ -14,10 +14,12 @@ from collections.abc import Iterable, Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from rules.kube.workloads import TEMPLATE_PATHS
+
 #: The kinds and operations a review can name in a label; any other is counted as OTHER. A label value taken
 #: from a request unchecked makes one series per distinct value: in every worker's registry and metrics file,
 #: for as long as the worker lives, and in every scrape.
-KINDS = frozenset({"Pod", "Job", "ConfigMap"})
+KINDS = frozenset({"Pod", "ConfigMap", *TEMPLATE_PATHS})  # the kinds the webhooks are registered for
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 OTHER = "other"
 

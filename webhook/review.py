@@ -5,6 +5,7 @@ The same codec and rules as the server, so `review` and a server-side dry run gi
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +67,13 @@ def as_request(doc: Any) -> AdmissionRequest:
 
 
 def review(request: AdmissionRequest, policy: Policy, view: ClusterView, own_namespace: str = "") -> ReviewResult:
-    """Mutate, apply the patch (as the API server would), then validate the result."""
+    """Mutate, apply the patch (as the API server would), then validate the result. A kind no rule checks is
+    ReviewError: an empty answer would read as a pass."""
+    if request.kind not in pipeline.VALIDATED_KINDS:
+        checked = ", ".join(pipeline.VALIDATED_KINDS)
+        raise ReviewError(
+            f"kind {json.dumps(request.kind)} is not reviewed: no rule checks it (review checks {checked})"
+        )
     chain = pipeline.mutate_then_validate(request.subject(), view, policy, own_namespace)
     mutation, validation = chain.mutation, chain.validation
     warnings = [escaped(w) for w in dict.fromkeys(mutation.warnings + validation.warnings)]

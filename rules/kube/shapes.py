@@ -253,7 +253,29 @@ NODE = obj(
         "status": obj({"conditions": list_of(_CONDITION)}),
     }
 )
-SHAPES: dict[str, Shape] = {"Pod": POD, "Job": JOB, "ConfigMap": CONFIG_MAP, "Node": NODE}
+#: A workload's pod template: what the rules that need no cluster read of it (rules/registry.py).
+_POD_TEMPLATE = obj({"metadata": METADATA, "spec": obj({"volumes": list_of(_VOLUME)})})
+WORKLOAD = obj({"metadata": METADATA, "spec": obj({"template": _POD_TEMPLATE})})
+STATEFUL_SET = obj(
+    {
+        "metadata": METADATA,
+        "spec": obj(
+            {"template": _POD_TEMPLATE, "volumeClaimTemplates": list_of(obj({"metadata": obj({"name": string})}))}
+        ),
+    }
+)
+CRON_JOB = obj({"metadata": METADATA, "spec": obj({"jobTemplate": obj({"spec": obj({"template": _POD_TEMPLATE})})})})
+SHAPES: dict[str, Shape] = {
+    "Pod": POD,
+    "Job": JOB,
+    "ConfigMap": CONFIG_MAP,
+    "Node": NODE,
+    "Deployment": WORKLOAD,
+    "StatefulSet": STATEFUL_SET,
+    "DaemonSet": WORKLOAD,
+    "ReplicaSet": WORKLOAD,
+    "CronJob": CRON_JOB,
+}
 
 
 def object_problems(kind: str, value: Any) -> Problems:

@@ -1,4 +1,5 @@
-"""Every Pod and Job review of the test corpora, and a generated cluster workload, for the matchConditions tests.
+"""Every Pod and Job review of the test corpora, workloads made of their pods, and a generated cluster workload,
+for the matchConditions tests.
 
 One item is what the API server would evaluate the webhooks' matchConditions on (object, oldObject, operation)
 together with what the in-process pipeline needs to answer it (the cluster view and the policy).
@@ -105,12 +106,48 @@ def corpus() -> tuple[Item, ...]:
         if found is not None:
             items.append(Item(f"built: {name}", *found, view_from(*state), fuzz_policy))
     items.extend(_tables())
+    items.extend(_workloads(items))
     seen = set()
     for what, pod in workload():  # the generated workload of the share measurement, each kind once
         if what not in seen:
             seen.add(what)
             items.append(Item(f"workload: {what}", "CREATE", pod, None, example_view, default_policy()))
     return tuple(items)
+
+
+def _workloads(pods: list[Item]) -> Iterator[Item]:
+    """Workloads: the table of tests/data/workloads in every kind it names, and every Pod creation of the corpus
+    as a Deployment's and a CronJob's template, created, scaled, and given that template in an update."""
+    from tests.rules import test_workload_templates as templates
+
+    for param in templates.CASES:
+        case = param.values[0]
+        for kind in templates.kinds(case):
+            obj, old = templates.objects(case, kind)
+            operation = case.get("operation", "CREATE")
+            yield Item(
+                f"workloads: {case['name']} ({kind})", operation, obj, old, view_from(), policy(case.get("policy"))
+            )
+    for item in pods:
+        if item.operation != "CREATE" or item.obj.get("kind") != "Pod":
+            continue
+        metadata = item.obj.get("metadata") or {}
+        template = {
+            "metadata": {k: metadata[k] for k in ("labels", "annotations") if k in metadata},
+            "spec": item.obj.get("spec") or {},
+        }
+        bare = {"metadata": {"labels": metadata.get("labels") or {}}, "spec": template["spec"]}
+        namespace = str(metadata.get("namespace") or "shop")
+        for kind in ("Deployment", "CronJob"):
+            created = templates.workload(kind, template, namespace=namespace)
+            name = f"{item.name} as a {kind}"
+            yield Item(f"{name}, created", "CREATE", created, None, item.view, item.policy)
+            scaled = templates.workload(
+                kind, template, {"suspend": True} if kind == "CronJob" else {"replicas": 4}, namespace
+            )
+            yield Item(f"{name}, scaled", "UPDATE", scaled, created, item.view, item.policy)
+            before = templates.workload(kind, bare, namespace=namespace)
+            yield Item(f"{name}, given its template", "UPDATE", created, before, item.view, item.policy)
 
 
 # --- a cluster's pod creations ----------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """The webhooks are called only for the pods they can act on, and that narrowing never changes an answer.
 
-The chart's `storage-pod` matchCondition (generated from the policy's role selectors) is evaluated with a CEL
-interpreter (cel-python) on every Pod and Job review of the test corpora (tests/chart/cel_corpus.py): wherever a
-webhook's matchConditions say "skip", the in-process pipeline must answer allowed, with no patch, no warning and no
-finding, since the API server will never ask it.
+The chart's `storage-pod` matchCondition (generated from the policy's role selectors) and the workloads webhook's
+template conditions are evaluated with a CEL interpreter (cel-python) on every Pod and Job review of the test
+corpora and workloads made of them (tests/chart/cel_corpus.py): wherever no webhook's rules and matchConditions
+send a review, the in-process pipeline must answer allowed, with no patch, no warning and no finding, since the
+API server will never ask it.
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ from cel_corpus import Item, chart_roles, corpus, foreign_pod_creations, workloa
 from chart_helpers import render, webhooks
 
 from rules import pipeline
+from tests.rules.test_workload_templates import workload as workload_of
 from tests.support import subject
 
 MUTATE = "mutate.storage-affinity.io"
 VALIDATE = "validate.storage-affinity.io"
+WORKLOADS = "workloads.validate.storage-affinity.io"
+VALIDATING = (VALIDATE, WORKLOADS)
 _ENV = celpy.Environment()
 
 
@@ -31,12 +35,25 @@ def _programs(roles_json: str, only_storage_pods: bool = True) -> dict[str, list
     hooks = webhooks(render(values))
     return {
         name: [(c["name"], _ENV.program(_ENV.compile(c["expression"]))) for c in hooks[name].get("matchConditions", [])]
-        for name in (MUTATE, VALIDATE)
+        for name in (MUTATE, *VALIDATING)
+    }
+
+
+@functools.cache
+def _registered() -> dict[str, set[tuple[str, str]]]:
+    """(resource, operation) pairs each webhook's rules name (the test corpus holds no other API group's kinds)."""
+    hooks = webhooks(render())
+    return {
+        name: {(r, op) for rule in hooks[name]["rules"] for r in rule["resources"] for op in rule["operations"]}
+        for name in (MUTATE, *VALIDATING)
     }
 
 
 def sent(hook: str, operation: str, obj: Any, old: Any, roles: Any, *, only_storage_pods: bool = True) -> bool:
-    """Whether the API server calls the webhook: every matchCondition true (an error would fail the call)."""
+    """Whether the API server calls the webhook: its rules name the object's resource and operation, and every
+    matchCondition is true (an error would fail the call)."""
+    if (str(obj.get("kind")).lower() + "s", operation) not in _registered()[hook]:
+        return False
     activation = {
         "object": celpy.json_to_cel(obj),
         "oldObject": celpy.json_to_cel(old),
@@ -60,16 +77,38 @@ def test_a_skipped_review_would_have_been_answered_with_nothing(item: Item) -> N
     if item.operation == "CREATE" and not sent(MUTATE, item.operation, item.obj, item.old, roles):
         decision = pipeline.mutate(review, item.view, item.policy)
         assert decision.allowed and not decision.patch and not decision.warnings, decision
-    if not sent(VALIDATE, item.operation, item.obj, item.old, roles):
+    if not any(sent(hook, item.operation, item.obj, item.old, roles) for hook in VALIDATING):
         decision = pipeline.validate(review, item.view, item.policy)
         assert decision.allowed and not decision.warnings and not decision.findings, decision
 
 
-def test_the_corpus_exercises_both_answers() -> None:
+@pytest.mark.parametrize("hook", VALIDATING)
+def test_the_corpus_exercises_both_answers(hook: str) -> None:
     """Enough reviews are skipped, and enough sent, that the property above says something."""
-    verdicts = [sent(VALIDATE, item.operation, item.obj, item.old, chart_roles(item.policy)) for item in ITEMS]
-    assert len(ITEMS) > 250
+    items = [item for item in ITEMS if item.obj.get("kind") in ("Pod", "Job")] if hook == VALIDATE else ITEMS
+    verdicts = [sent(hook, item.operation, item.obj, item.old, chart_roles(item.policy)) for item in items]
+    assert len(items) > 250
     assert sum(verdicts) > 200 and len(verdicts) - sum(verdicts) > 15, (sum(verdicts), len(verdicts))
+
+
+def test_workload_templates_are_sent_when_created_or_changed_with_annotations_the_rules_read() -> None:
+    roles = chart_roles(pipeline_policy())
+    template = {"metadata": {"labels": {"app": "web"}, "annotations": {"storage-affinity.io/rol": "none"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}  # fmt: skip
+    plain = {"metadata": {"labels": {"app": "web"}}, "spec": template["spec"]}
+    for kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "CronJob"):
+        created = workload_of(kind, template)
+        assert sent(WORKLOADS, "CREATE", created, None, roles) is True, kind
+        assert sent(WORKLOADS, "CREATE", workload_of(kind, plain), None, roles) is False, kind
+        scaled = workload_of(kind, template, {"suspend": True} if kind == "CronJob" else {"replicas": 9})
+        assert sent(WORKLOADS, "UPDATE", scaled, created, roles) is False, kind
+        assert sent(WORKLOADS, "UPDATE", created, workload_of(kind, plain), roles) is True, kind
+        assert sent(VALIDATE, "CREATE", created, None, roles) is False, kind
+    job = workload_of("Job", template)
+    assert sent(VALIDATE, "CREATE", job, None, roles) is True
+    assert sent(WORKLOADS, "CREATE", job, None, roles) is False
+    assert sent(WORKLOADS, "UPDATE", job, workload_of("Job", plain), roles) is True
+    assert sent(WORKLOADS, "UPDATE", job, job, roles) is False
 
 
 def test_role_selectors_follow_the_policy() -> None:

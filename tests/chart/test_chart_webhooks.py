@@ -175,3 +175,20 @@ def test_cert_manager_injects_the_ca_of_the_serving_certificate() -> None:
     for name in ("default", "provided"):
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             assert "annotations" not in one(render(SCENARIOS[name]), kind)["metadata"]
+
+
+def test_workload_templates_webhook() -> None:
+    """Workloads are checked on creation and update of their templates; a Job's creation stays with the pod
+    webhook (which checks it whole), its template updates come here. Both follow webhook.validate's policy."""
+    hooks = webhooks(render({"webhook": {"validate": {"failurePolicy": "Fail"}}}))
+    hook = hooks["workloads.validate.storage-affinity.io"]
+    assert hook["clientConfig"]["service"]["path"] == "/validate"
+    assert hook["failurePolicy"] == "Fail"
+    assert [(r["apiGroups"], r["resources"], r["operations"]) for r in hook["rules"]] == [
+        (["apps"], ["deployments", "statefulsets", "daemonsets", "replicasets"], ["CREATE", "UPDATE"]),
+        (["batch"], ["cronjobs"], ["CREATE", "UPDATE"]),
+        (["batch"], ["jobs"], ["UPDATE"]),
+    ]
+    assert _excluded(hook) == _excluded(hooks["validate.storage-affinity.io"])
+    assert [c["name"] for c in hook["matchConditions"]] == ["template-annotations", "template-changed"]
+    assert hooks["validate.storage-affinity.io"]["rules"][1]["operations"] == ["CREATE"]

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from rules.annotations import LOAD_AFFINITY
 from rules.model import Json
+from rules.pipeline import VALIDATED_KINDS
 from rules.policy import POLICY_KEY, POLICY_LABEL
 from testkit.reviews import admission_review
 from tests.fuzz import profiles
@@ -65,7 +66,7 @@ def _example_reviews() -> list[tuple[str, Json]]:
     out = [("admissionreview-mover.json", json.loads((EXAMPLES / "admissionreview-mover.json").read_text()))]
     for path in sorted(EXAMPLES.glob("*.yaml")):
         doc = load_yaml(path)
-        if doc.get("kind") in ("Pod", "Job", "ConfigMap"):
+        if doc.get("kind") in VALIDATED_KINDS:
             out.append((path.name, admission_review("CREATE", doc, uid=f"seed-{path.stem}")))
         elif "kind" not in doc:  # a bare policy document
             config_map = s.policy_config_map(doc)

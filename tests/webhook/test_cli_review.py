@@ -129,3 +129,28 @@ def test_cluster_files_hold_data_volumes(tmp_path: Path) -> None:
     assert result.stderr == (
         f"storage-affinity-webhook: {broken}: DataVolume vms/fedora-root: status.phase: must be a string, not list\n"
     )
+
+
+def test_workloads_are_reviewed_at_their_template_fields() -> None:
+    """A Deployment as a manifest and as an AdmissionReview UPDATE: its template is checked, a scale is not."""
+    deployment = yaml.safe_load((EXAMPLES / "bad-annotations-deployment.yaml").read_text())
+    result = run("-f", str(EXAMPLES / "bad-annotations-deployment.yaml"), "-o", "json")
+    assert result.returncode == 1, result.stderr
+    fields = [v["field"] for v in json.loads(result.stdout)["violations"]]
+    assert fields[0] == "spec.template.metadata.annotations[storage-affinity.io/rol]"
+    scaled = {**deployment, "spec": {**deployment["spec"], "replicas": 5}}
+    result = run("-f", "-", "-o", "json", stdin=json.dumps(admission_review("UPDATE", scaled, deployment)))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["decisions"] == ["pod template unchanged"]
+
+
+@pytest.mark.parametrize("manifest", ["apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", "kind: ''\n"])
+def test_a_kind_review_does_not_check_exits_2_and_says_so(manifest: str) -> None:
+    result = run("-f", "-", stdin=manifest)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    kind = yaml.safe_load(manifest)["kind"]
+    assert result.stderr == (
+        f'storage-affinity-webhook: kind "{kind}" is not reviewed: no rule checks it (review checks Pod, ConfigMap, '
+        "Job, Deployment, StatefulSet, DaemonSet, ReplicaSet, CronJob)\n"
+    )

@@ -53,6 +53,14 @@ EXPECTED = {
         ),
         ("data[policy.yaml].validation.diskAnnotation", 'unknown field (did you mean "diskAnnotations"?)'),
     ],
+    "bad-annotations-deployment.yaml": [
+        ("spec.template.metadata.annotations[storage-affinity.io/rol]", 'unknown annotation (did you mean "role"?)'),
+        (
+            "spec.template." + DISK.format("affinity.volumes.csi-baremetal.dell.com/types"),
+            'dedicated-required needs affinity.volumes.csi-baremetal.dell.com/dedicated: "true" (disks dedicated '
+            "automatically) or affinity.volumes.csi-baremetal.dell.com/tolerations (disks tainted by hand)",
+        ),
+    ],
 }
 
 

@@ -228,3 +228,15 @@ CREATE the placement of any pod with a node name, a nodeSelector or required nod
 {{- define "saw.celValidateAlso" -}}
 (request.operation == 'UPDATE' && has(oldObject.metadata) && {{ include "saw.celReadAnnotations" "oldObject.metadata" }}) || (request.operation == 'CREATE' && has(object.spec) && (has(object.spec.nodeName) || has(object.spec.nodeSelector) || (has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution))))
 {{- end }}
+
+{{/* CEL, workloads: the pod template (spec.template of a Deployment, StatefulSet, DaemonSet, ReplicaSet or Job,
+spec.jobTemplate.spec.template of a CronJob) carries an annotation the template rules read. */}}
+{{- define "saw.celTemplateAnnotations" -}}
+{{- $job := "object.spec.jobTemplate" -}}
+(has(object.spec) && has(object.spec.template) && has(object.spec.template.metadata) && {{ include "saw.celReadAnnotations" "object.spec.template.metadata" }}) || (has(object.spec) && has({{ $job }}) && has({{ $job }}.spec) && has({{ $job }}.spec.template) && has({{ $job }}.spec.template.metadata) && {{ include "saw.celReadAnnotations" (printf "%s.spec.template.metadata" $job) }})
+{{- end }}
+
+{{/* CEL, workloads: a creation, or an update that changes the pod template (for a CronJob, its job template). */}}
+{{- define "saw.celTemplateChanged" -}}
+request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || has(object.spec.template) != has(oldObject.spec.template) || (has(object.spec.template) && object.spec.template != oldObject.spec.template) || has(object.spec.jobTemplate) != has(oldObject.spec.jobTemplate) || (has(object.spec.jobTemplate) && object.spec.jobTemplate != oldObject.spec.jobTemplate)
+{{- end }}
