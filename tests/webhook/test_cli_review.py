@@ -151,6 +151,6 @@ def test_a_kind_review_does_not_check_exits_2_and_says_so(manifest: str) -> None
     assert result.stdout == ""
     kind = yaml.safe_load(manifest)["kind"]
     assert result.stderr == (
-        f'storage-affinity-webhook: kind "{kind}" is not reviewed: no rule checks it (review checks Pod, ConfigMap, '
-        "Job, Deployment, StatefulSet, DaemonSet, ReplicaSet, CronJob)\n"
+        f'storage-affinity-webhook: <stdin>: kind "{kind}" is not reviewed: no rule checks it '
+        "(review checks Pod, ConfigMap, Job, Deployment, StatefulSet, DaemonSet, ReplicaSet, CronJob)\n"
     )
