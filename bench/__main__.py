@@ -7,7 +7,6 @@ pods vs 100 pods interleaved round by round), because absolute numbers on a shar
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -54,16 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     load.require("hey"), load.require("wrk")
-    if servers.CLIENT_CPUS:
-        os.sched_setaffinity(0, servers.CLIENT_CPUS)  # this process, the fake API and hey/wrk: off the server's CPUs
+    servers.off_server_cpus()
     seconds = 2.0 if args.quick else args.seconds
     sizes = SIZES[:2] if args.quick else SIZES
     started = time.time()
-    result: dict[str, Any] = {
-        "machine": report.machine(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "cpus": {"server": sorted(servers.SERVER_CPUS or ()), "load_generators": sorted(servers.CLIENT_CPUS or ())},
-    }
+    result = report.header(
+        cpus={"server": sorted(servers.SERVER_CPUS or ()), "load_generators": sorted(servers.CLIENT_CPUS or ())}
+    )
     with tempfile.TemporaryDirectory(prefix="saw-bench-") as tmp_dir:
         tmp = Path(tmp_dir)
         bodies = workload.review_bodies()

@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from bench import workload
-from bench.report import machine, save, step
+from bench.report import header, save, step
 from rules import pipeline
 from rules.loadaffinity.nodeagents import restriction
 from rules.model import Json, Subject
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[100, 1_000, 10_000])
     parser.add_argument("--keep", metavar="NAME", help="also write bench/results/NAME.json")
     args = parser.parse_args(argv)
-    result: dict[str, Any] = {"machine": machine(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    result = header()
     with tempfile.TemporaryDirectory(prefix="saw-nodeagents-") as tmp_dir:
         for nodes in args.nodes:
             step(f"{nodes:,} nodes, one node-agent each")

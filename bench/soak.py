@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -35,8 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=30, help="seconds per measurement window")
     args = parser.parse_args(argv)
     load.require("hey")
-    if servers.CLIENT_CPUS:
-        os.sched_setaffinity(0, servers.CLIENT_CPUS)
+    servers.off_server_cpus()
     windows = max(4, args.seconds // args.window)
     result: dict[str, Any] = {"machine": report.machine(), "rate": RATE, "churn_per_s": CHURN, "windows": []}
     with tempfile.TemporaryDirectory(prefix="saw-soak-") as tmp_dir:
