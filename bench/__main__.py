@@ -63,10 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="saw-bench-") as tmp_dir:
         tmp = Path(tmp_dir)
         bodies = workload.review_bodies()
-        files = {}
-        for name, body in bodies.items():
-            files[name] = tmp / f"{name}.json"
-            files[name].write_bytes(body)
+        files = {name: workload.review_file(tmp, name) for name in bodies}
         certs = tmp / "certs"
         issue_certs(certs)
         policy, _ = load_policy_file(workload.POLICY)

@@ -45,8 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_dir)
         certs = tmp / "certs"
         issue_certs(certs)
-        body = tmp / "mover.json"
-        body.write_bytes(workload.review_bodies()["mover"])
+        body = workload.review_file(tmp)
         step(f"audit under load, {args.pods:,} pods")
         objects = workload.base_objects() + workload.bulk_objects(args.pods)
         result = measure(tmp, certs, objects, body, seconds=args.seconds, interval=args.interval, rate=args.rate)

@@ -373,8 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     servers.off_server_cpus()
     with tempfile.TemporaryDirectory(prefix="saw-floor-") as tmp_dir:
         tmp = Path(tmp_dir)
-        body = tmp / f"{args.review}.json"
-        body.write_bytes(workload.review_bodies()[args.review])
+        body = workload.review_file(tmp, args.review)
         certs = tmp / "certs"
         issue_certs(certs)
         result = {"review": args.review, **measure(tmp, certs, body, seconds=args.seconds, rounds=args.rounds)}

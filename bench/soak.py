@@ -36,11 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     load.require("hey")
     servers.off_server_cpus()
     windows = max(4, args.seconds // args.window)
-    result: dict[str, Any] = {"machine": report.machine(), "rate": RATE, "churn_per_s": CHURN, "windows": []}
+    result = report.header(rate=RATE, churn_per_s=CHURN, windows=[])
     with tempfile.TemporaryDirectory(prefix="saw-soak-") as tmp_dir:
         tmp = Path(tmp_dir)
-        body = tmp / "mover.json"
-        body.write_bytes(workload.review_bodies()["mover"])
+        body = workload.review_file(tmp)
         certs = tmp / "certs"
         issue_certs(certs)
         objects = workload.base_objects() + workload.bulk_objects(10_000)
