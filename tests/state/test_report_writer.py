@@ -164,7 +164,7 @@ def test_only_the_worker_with_the_audit_lock_competes_and_only_the_holder_writes
         assert second.lease.holds() is False and fake_api.count("GET", "Lease") > 0
         assert not [r for r in fake_api.requests if r.agent == "second" and "leases" in r.path]
     finally:
-        first.lease.stop()
+        first.lease.release()
 
 
 def test_ten_thousand_findings_writes_per_run(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
