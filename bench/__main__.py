@@ -7,7 +7,6 @@ pods vs 100 pods interleaved round by round), because absolute numbers on a shar
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from bench import (
     workload,
 )
 from bench.report import save, step
+from testkit.rawtls import raise_file_limit
 from testkit.server import issue_certs
 from webhook.policyfile import load_policy_file
 from webhook.state.index import ClusterIndex, bulk_ingest
@@ -54,23 +54,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     load.require("hey"), load.require("wrk")
-    if servers.CLIENT_CPUS:
-        os.sched_setaffinity(0, servers.CLIENT_CPUS)  # this process, the fake API and hey/wrk: off the server's CPUs
+    servers.off_server_cpus()
     seconds = 2.0 if args.quick else args.seconds
     sizes = SIZES[:2] if args.quick else SIZES
     started = time.time()
-    result: dict[str, Any] = {
-        "machine": report.machine(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "cpus": {"server": sorted(servers.SERVER_CPUS or ()), "load_generators": sorted(servers.CLIENT_CPUS or ())},
-    }
+    result = report.header(
+        cpus={"server": sorted(servers.SERVER_CPUS or ()), "load_generators": sorted(servers.CLIENT_CPUS or ())}
+    )
     with tempfile.TemporaryDirectory(prefix="saw-bench-") as tmp_dir:
         tmp = Path(tmp_dir)
         bodies = workload.review_bodies()
-        files = {}
-        for name, body in bodies.items():
-            files[name] = tmp / f"{name}.json"
-            files[name].write_bytes(body)
+        files = {name: workload.review_file(tmp, name) for name in bodies}
         certs = tmp / "certs"
         issue_certs(certs)
         policy, _ = load_policy_file(workload.POLICY)
@@ -126,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         result["data_sources"] = datasources.both(tmp / "datasources", certs, clusters[sizes[-1]], snapshots, vms)
 
         step(f"new connections during a flood of {flood.IDLE_TCP:,} idle and {flood.STALLED_TLS} stalled connections")
-        flood.raise_file_limit(flood.IDLE_TCP + flood.STALLED_TLS)
+        raise_file_limit(flood.IDLE_TCP + flood.STALLED_TLS)
         result["flood"] = [
             flood.run(workers, flood.SAMPLES, flood.IDLE_TCP, flood.STALLED_TLS, tmp / f"flood-{workers}")
             for workers in (1, 2)
@@ -426,20 +420,9 @@ def _later_targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             1.5,
             unit="×",
         ),
-        t(
-            "flood: slowest new connection's review (1 and 2 workers)",
-            max(x["with_flood"]["max_s"] for x in r["flood"]),
-            1.0,
-            unit=" s",
-        ),
+        *flood.targets(r["flood"]),
     ]
-    counted = r["instructions"]
-    for name, count in counted["counts"].items():
-        before = counted["baseline"]["counts"].get(name)
-        if before:
-            commit = counted["baseline"]["commit"][:12]
-            out.append(t(f"{name} instructions per review ÷ {commit}'s", count / before, 1.05, unit="×"))
-    return out
+    return out + instructions.targets(r["instructions"]["counts"], r["instructions"]["baseline"])
 
 
 def _new_connection_p99(run: dict[str, Any]) -> float:
@@ -527,14 +510,7 @@ def summary(r: dict[str, Any]) -> str:
     lines += ["", "| Data sources | first ready s | all loaded s | replica RSS MB |", "|---|---:|---:|---:|"]
     for name, x in r["data_sources"].items():
         lines.append(f"| {name} | {x['first_ready_s']} | {x['all_loaded_s']} | {x['loaded']['replica_rss_mb']} |")
-    lines += ["", "| Flood, workers | quiet median s | flood median s | flood max s | flood still open |"]
-    lines.append("|---:|---:|---:|---:|---|")
-    for x in r["flood"]:
-        q, f = x["without_flood"], x["with_flood"]
-        lines.append(
-            f"| {x['workers']} | {q['median_s']} | {f['median_s']} | {f['max_s']} | "
-            f"{x['flood_still_open']}/{x['flood_connections']} |"
-        )
+    lines += ["", flood.runs_table(r["flood"])]
     lines.append(
         f"\nindex ingest of {r['ingest']['pods']:,} pods: {r['ingest']['seconds']} s; run took {r['duration_s']} s"
     )

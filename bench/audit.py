@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import os
 import re
 import statistics
 import subprocess
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import servers, workload
-from bench.report import machine, save, step
+from bench.report import header, save, step
 from testkit.hey import hey_binary
 from testkit.server import issue_certs
 
@@ -41,18 +40,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=200, help="mover reviews per second")
     parser.add_argument("--keep", metavar="NAME", help="also write bench/results/NAME.json")
     args = parser.parse_args(argv)
-    if servers.CLIENT_CPUS:
-        os.sched_setaffinity(0, servers.CLIENT_CPUS)
+    servers.off_server_cpus()
     with tempfile.TemporaryDirectory(prefix="saw-audit-") as tmp_dir:
         tmp = Path(tmp_dir)
         certs = tmp / "certs"
         issue_certs(certs)
-        body = tmp / "mover.json"
-        body.write_bytes(workload.review_bodies()["mover"])
+        body = workload.review_file(tmp)
         step(f"audit under load, {args.pods:,} pods")
         objects = workload.base_objects() + workload.bulk_objects(args.pods)
         result = measure(tmp, certs, objects, body, seconds=args.seconds, interval=args.interval, rate=args.rate)
-    result = {"machine": machine(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **result}
+    result = header(**result)
     print(save(result, keep=args.keep))
     return 0
 

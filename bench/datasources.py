@@ -11,18 +11,15 @@ optional groups served is the baseline: the difference is what following them co
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from bench import servers, workload
-from bench.replica import LISTED, api_load, memory
-from bench.report import machine, save, step
+from bench.replica import LISTED, loaded
+from bench.report import header, save, step
 from rules.model import Json
-from testkit.fakeapi import FakeKubeAPI
 from testkit.server import issue_certs
 
 OPTIONAL = ("VolumeSnapshot", "VolumeSnapshotContent", "VirtualMachine", "DataVolume")
@@ -35,15 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vms", type=int, default=1_000)
     parser.add_argument("--keep", metavar="NAME", help="also write bench/results/NAME.json")
     args = parser.parse_args(argv)
-    if servers.CLIENT_CPUS:
-        os.sched_setaffinity(0, servers.CLIENT_CPUS)  # the fake API off the server's CPU, as in `python -m bench`
-    result: dict[str, Any] = {
-        "machine": machine(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "pods": args.pods,
-        "snapshots": args.snapshots,
-        "vms": args.vms,
-    }
+    servers.off_server_cpus()
+    result = header(pods=args.pods, snapshots=args.snapshots, vms=args.vms)
     with tempfile.TemporaryDirectory(prefix="saw-datasources-") as tmp_dir:
         tmp = Path(tmp_dir)
         certs = tmp / "certs"
@@ -131,29 +121,7 @@ def measure(tmp: Path, certs: Path, objects: list[Json], served: bool) -> dict[s
     kinds = LISTED + (OPTIONAL if served else ())
     total = sum(1 for obj in objects if obj["kind"] in kinds)
     with servers.live_server(tmp, certs, objects, workload.POLICY, tmp.name, served_groups=served) as srv:
-        api = srv.api
-        assert api is not None
-        entered = time.monotonic()
-        _listed(api, kinds, total)
-        out: dict[str, Any] = {
-            "first_ready_s": round(srv.server.ready_after, 1),
-            "all_loaded_s": round(srv.server.ready_after + time.monotonic() - entered, 1),
-            "start": api_load(api),
-        }
-        out["loaded"] = memory(srv)
-        return out
-
-
-def _listed(api: FakeKubeAPI, kinds: tuple[str, ...], total: int) -> None:
-    deadline = time.monotonic() + 600
-    while True:
-        listed = sum(count for plural, count in api.listed.items() if plural != "configmaps")
-        if listed >= total and all(api.watching(kind) == 1 for kind in kinds):
-            time.sleep(1)  # the last page ingested
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"not listed: {dict(api.listed)}, {total} expected")
-        time.sleep(0.2)
+        return loaded(srv, kinds, total)
 
 
 if __name__ == "__main__":

@@ -370,12 +370,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, metavar="DIR", help="also profile each worker with py-spy, into DIR")
     args = parser.parse_args(argv)
     load.require("wrk")
-    if servers.CLIENT_CPUS:
-        os.sched_setaffinity(0, servers.CLIENT_CPUS)  # this process, its children and wrk: off the server's CPUs
+    servers.off_server_cpus()
     with tempfile.TemporaryDirectory(prefix="saw-floor-") as tmp_dir:
         tmp = Path(tmp_dir)
-        body = tmp / f"{args.review}.json"
-        body.write_bytes(workload.review_bodies()[args.review])
+        body = workload.review_file(tmp, args.review)
         certs = tmp / "certs"
         issue_certs(certs)
         result = {"review": args.review, **measure(tmp, certs, body, seconds=args.seconds, rounds=args.rounds)}

@@ -10,9 +10,9 @@ few million instructions) falls inside the 100 reviews depends on everything the
 the count of the same code by 10 %; what a review costs the collector in a server depends on the server's heap,
 not on the review.
 
-`make bench` compares the counts with BASELINE, measured with this harness at the commit named there: a path may
-cost at most 5 % more. `--save-baseline` rewrites it (after a change that is meant to cost more, say why in its
-commit).
+`make bench` and this command compare the counts with BASELINE, measured with this harness at the commit named
+there: a path may cost at most 5 % more (the command exits 1 when one costs more). `--save-baseline` rewrites it
+(after a change that is meant to cost more, say why in its commit).
 """
 
 from __future__ import annotations
@@ -28,11 +28,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.report import table, target
+
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "bench" / "results" / "instructions-baseline.json"
 PATHS = ("mover", "backup", "plain")
 ENDPOINTS = ("mutate", "validate")
 REVIEWS = 100
+LIMIT = 1.05  # a review may cost at most 5 % more than at the baseline commit
 _TOTAL = re.compile(r"^summary:\s+(\d+)", re.M)
 
 
@@ -92,6 +95,16 @@ def baseline() -> dict[str, Any]:
     return dict(json.loads(BASELINE.read_text()))
 
 
+def targets(counts: dict[str, int], base: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each counted review against the baseline's count of the same review (a review it lacks is not compared)."""
+    out = []
+    for name, count in counts.items():
+        if before := base["counts"].get(name):
+            what = f"{name}: {count:,} instructions per review ÷ {base['commit'][:12]}'s {before:,}"
+            out.append(target(what, count / before, LIMIT, unit="×"))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__)
     parser.add_argument("--run", nargs=3, metavar=("PATH", "ENDPOINT", "COUNT"), help=argparse.SUPPRESS)
@@ -103,13 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     counts = measure()
     if args.save_baseline:
         BASELINE.write_text(json.dumps({"commit": args.save_baseline, "counts": counts}, indent=2) + "\n")
-    base = baseline()
-    print(f"{'review':<18} {'instructions':>12} {'baseline':>12} {'ratio':>6}   (baseline: {base['commit'][:12]})")
-    for name, count in counts.items():
-        before = base["counts"].get(name)
-        ratio = f"{count / before:.3f}" if before else "-"
-        print(f"{name:<18} {count:>12,} {before or 0:>12,} {ratio:>6}")
-    return 0
+    counted = targets(counts, baseline())
+    print(table(counted))
+    return 0 if all(t["met"] for t in counted) else 1
 
 
 if __name__ == "__main__":

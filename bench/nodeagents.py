@@ -4,9 +4,9 @@
   with a pod on every node labelled as Velero's node-agent or as another DaemonSet's (the same list, so the
   difference is the indexing alone);
 - memory: what the index holds (tracemalloc) in both cases, per node-agent pod;
-- reviews: a backup pod (Velero's exposer shape) through the mutating pipeline, when every node has a Ready
-  node-agent (the common case: no patch) and after one became unready (the restriction is written), first review
-  after the change (snapshots and memos rebuilt) and the ones after;
+- reviews: a backup pod without a claim (Velero's exposer shape, testkit/velero.py) through the mutating pipeline,
+  when every node has a Ready node-agent (the common case: no patch) and after one became unready (the restriction
+  is written), first review after the change (snapshots and memos rebuilt) and the ones after;
 - patch size: the restriction's JSON Patch in both representations, naming every node with a node-agent (`In`, one
   term per node) or excluding the few without (`NotIn`), so the `nodeAgent.maxNodeNames` default can be judged.
 
@@ -29,81 +29,17 @@ from typing import Any
 import orjson
 
 from bench import workload
-from bench.report import machine, save, step
+from bench.report import header, save, step
 from rules import pipeline
 from rules.loadaffinity.nodeagents import restriction
 from rules.model import Json, Subject
 from rules.policy import default_policy
 from testkit.fakeapi import running_fake_api
+from testkit.velero import NAMESPACE, exposer_pod, node_agent_pod
 from webhook.state.apisource import load_configuration
 from webhook.state.index import ClusterIndex, bulk_ingest
 from webhook.state.live import LiveClusterState
 from webhook.state.watch import LiveOptions
-
-NAMESPACE = "velero"
-
-
-def agent_pod(node: str, ready: bool = True, role: str = "node-agent") -> Json:
-    """A node-agent DaemonSet pod as a watch delivers it (vmware-tanzu/velero pkg/install/daemonset.go)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"node-agent-{node}",
-            "namespace": NAMESPACE,
-            "uid": f"uid-{node}",
-            "labels": {"name": "node-agent", "role": role, "controller-revision-hash": "7d9f8c6b5"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "node-agent", "uid": "ds"}],
-        },
-        "spec": {
-            "nodeName": node,
-            "serviceAccountName": "velero",
-            "containers": [
-                {
-                    "name": "node-agent",
-                    "image": "velero/velero:v1.17.0",
-                    "command": ["/velero"],
-                    "args": ["node-agent", "server"],
-                    "volumeMounts": [{"name": "host-pods", "mountPath": "/host_pods"}],
-                }
-            ],
-            "volumes": [{"name": "host-pods", "hostPath": {"path": "/var/lib/kubelet/pods"}}],
-        },
-        "status": {
-            "phase": "Running",
-            "conditions": [{"type": t, "status": "True" if ready else "False"} for t in ("Ready", "ContainersReady")],
-        },
-    }
-
-
-def backup_pod() -> Json:
-    """A DataUpload pod as Velero's CSI snapshot exposer creates it (pkg/exposer/csi_snapshot.go), no claim."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "nightly-7hx2q",
-            "namespace": NAMESPACE,
-            "labels": {"velero.io/exposer-pod-group": "snapshot-exposer"},
-        },
-        "spec": {
-            "affinity": {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {"key": "kubernetes.io/os", "operator": "NotIn", "values": ["windows"]}
-                                ]
-                            }
-                        ]
-                    }
-                }
-            },
-            "containers": [{"name": "nightly-7hx2q", "image": "velero/velero:v1.17.0"}],
-            "restartPolicy": "Never",
-        },
-    }
 
 
 def cluster(nodes: int, agents: bool) -> list[Json]:
@@ -111,7 +47,7 @@ def cluster(nodes: int, agents: bool) -> list[Json]:
     which the index does not keep: the difference is what following node-agents costs, the list being the same."""
     names = [workload.node(i) for i in range(nodes)]
     role = "node-agent" if agents else "other-daemon"
-    return names + [agent_pod(n["metadata"]["name"], role=role) for n in names]
+    return names + [node_agent_pod(n["metadata"]["name"], role=role) for n in names]
 
 
 def readiness(tmp: Path, objects: list[Json]) -> float:
@@ -160,7 +96,7 @@ def reviews(nodes: int) -> dict[str, Any]:
         for obj in cluster(nodes, agents=True):
             index.apply(obj)
     policy = default_policy()
-    pod = backup_pod()
+    pod = exposer_pod(claims=())
 
     def review() -> Any:
         return pipeline.mutate(
@@ -170,7 +106,7 @@ def reviews(nodes: int) -> dict[str, Any]:
     first_ready = timed(review, 1)
     ready = timed(review, 200)
     assert review().patch == []
-    index.apply(agent_pod("node-00000", ready=False))
+    index.apply(node_agent_pod("node-00000", "unready"))
     first_restricted = timed(review, 1)
     restricted = timed(review, 200)
     patch = review().patch
@@ -227,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[100, 1_000, 10_000])
     parser.add_argument("--keep", metavar="NAME", help="also write bench/results/NAME.json")
     args = parser.parse_args(argv)
-    result: dict[str, Any] = {"machine": machine(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    result = header()
     with tempfile.TemporaryDirectory(prefix="saw-nodeagents-") as tmp_dir:
         for nodes in args.nodes:
             step(f"{nodes:,} nodes, one node-agent each")

@@ -9,7 +9,6 @@ worker lists everything a second time, while its previous index is still alive.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import servers, workload
-from bench.report import machine, save, step
+from bench.report import header, save, step
 from testkit.fakeapi import FakeKubeAPI
 from testkit.server import issue_certs
 
@@ -28,14 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--keep", metavar="NAME", help="also write bench/results/NAME.json")
     args = parser.parse_args(argv)
-    if servers.CLIENT_CPUS:
-        os.sched_setaffinity(0, servers.CLIENT_CPUS)  # the fake API off the server's CPU, as in `python -m bench`
-    result: dict[str, Any] = {
-        "machine": machine(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "pods": args.pods,
-        "cpus": {"server": sorted(servers.SERVER_CPUS or ()), "load_generators": sorted(servers.CLIENT_CPUS or ())},
-    }
+    servers.off_server_cpus()
+    result = header(
+        pods=args.pods,
+        cpus={"server": sorted(servers.SERVER_CPUS or ()), "load_generators": sorted(servers.CLIENT_CPUS or ())},
+    )
     with tempfile.TemporaryDirectory(prefix="saw-replica-") as tmp_dir:
         tmp = Path(tmp_dir)
         certs = tmp / "certs"
@@ -52,20 +48,10 @@ def main(argv: list[str] | None = None) -> int:
 def measure(tmp: Path, certs: Path, objects: list[dict[str, Any]], workers: int) -> dict[str, Any]:
     per_worker = sum(1 for obj in objects if obj["kind"] in LISTED)
     with servers.live_server(tmp, certs, objects, workload.POLICY, str(workers), workers=workers) as srv:
-        api = srv.api
-        assert api is not None
-        entered = time.monotonic()
-        # /readyz answers 200 from the first worker that is ready: wait for every worker's lists and watches
-        watches = _listed(api, workers, workers * per_worker)
-        out: dict[str, Any] = {
-            "first_ready_s": round(srv.server.ready_after, 1),
-            "all_loaded_s": round(srv.server.ready_after + time.monotonic() - entered, 1),
-            "start": api_load(api),
-        }
-        out["start"]["watches_open"] = watches
-        out["loaded"] = memory(srv)
-        api.expire_watches()  # as after an etcd compaction: every watch ends with 410 and its resource is listed again
-        _listed(api, workers, 2 * workers * per_worker)
+        out = loaded(srv, LISTED, workers * per_worker, workers)
+        assert srv.api is not None
+        srv.api.expire_watches()  # as after an etcd compaction: every watch ends with 410 and its resource is listed
+        wait_listed(srv.api, LISTED, 2 * workers * per_worker, workers)
         out["after_relist"] = memory(srv)
         return out
 
@@ -73,12 +59,29 @@ def measure(tmp: Path, certs: Path, objects: list[dict[str, Any]], workers: int)
 LISTED = ("Pod", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Node")
 
 
-def _listed(api: FakeKubeAPI, workers: int, total: int) -> int:
-    """Wait until the lists have answered `total` objects and every worker watches again; the watches open."""
-    deadline = time.monotonic() + 300
+def loaded(srv: servers.Running, kinds: tuple[str, ...], total: int, workers: int = 1) -> dict[str, Any]:
+    """The replica once every worker has listed and watches `kinds` (`total` objects listed in all): the seconds to
+    the first ready worker and to all loaded (/readyz answers 200 from the first worker that is ready), the API's
+    list load and the memory."""
+    api = srv.api
+    assert api is not None
+    entered = time.monotonic()
+    watches = wait_listed(api, kinds, total, workers)
+    return {
+        "first_ready_s": round(srv.server.ready_after, 1),
+        "all_loaded_s": round(srv.server.ready_after + time.monotonic() - entered, 1),
+        "start": api_load(api) | {"watches_open": watches},
+        "loaded": memory(srv),
+    }
+
+
+def wait_listed(api: FakeKubeAPI, kinds: tuple[str, ...], total: int, workers: int = 1) -> int:
+    """Wait until the lists have answered `total` objects and each of `workers` watches every kind; the watches
+    open."""
+    deadline = time.monotonic() + 600
     while True:
         listed = sum(count for plural, count in api.listed.items() if plural != "configmaps")
-        if listed >= total and all(api.watching(kind) == workers for kind in LISTED):
+        if listed >= total and all(api.watching(kind) == workers for kind in kinds):
             time.sleep(1)  # the last page ingested
             return api.watching()
         if time.monotonic() > deadline:

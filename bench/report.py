@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,11 @@ def machine() -> dict[str, Any]:
         "tools": {name: _debian_version(name) for name in ("hey", "wrk")},
         "load_average_at_start": os.getloadavg(),
     }
+
+
+def header(**fields: Any) -> dict[str, Any]:
+    """What every run's result starts with: the machine, the start time (UTC), then the run's own `fields`."""
+    return {"machine": machine(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **fields}
 
 
 def _debian_version(package: str) -> str:

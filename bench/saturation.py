@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import socket
 import ssl
 import statistics
@@ -149,12 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--review", default="mover", choices=sorted(workload.PATHS), help="the review posted")
     args = parser.parse_args(argv)
     load.require("wrk")
-    if servers.CLIENT_CPUS:
-        os.sched_setaffinity(0, servers.CLIENT_CPUS)  # this process (the prober) and wrk: off the server's CPUs
+    servers.off_server_cpus()
     with tempfile.TemporaryDirectory(prefix="saw-saturation-") as tmp_dir:
         tmp = Path(tmp_dir)
-        body = tmp / f"{args.review}.json"
-        body.write_bytes(workload.review_bodies()[args.review])
+        body = workload.review_file(tmp, args.review)
         certs = tmp / "certs"
         ca = issue_certs(certs)
         cluster = workload.EXAMPLES / "cluster.yaml"

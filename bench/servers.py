@@ -27,6 +27,12 @@ def split_cpus() -> tuple[set[int] | None, set[int] | None]:
 SERVER_CPUS, CLIENT_CPUS = split_cpus()
 
 
+def off_server_cpus() -> None:
+    """Run this process, and what it starts (the fake API, hey, wrk), on the load generators' half only."""
+    if CLIENT_CPUS:
+        os.sched_setaffinity(0, CLIENT_CPUS)
+
+
 def worker_pids(master: int) -> list[int]:
     """gunicorn's workers: the master's children."""
     return [int(pid) for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split()]

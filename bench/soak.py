@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -35,14 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=30, help="seconds per measurement window")
     args = parser.parse_args(argv)
     load.require("hey")
-    if servers.CLIENT_CPUS:
-        os.sched_setaffinity(0, servers.CLIENT_CPUS)
+    servers.off_server_cpus()
     windows = max(4, args.seconds // args.window)
-    result: dict[str, Any] = {"machine": report.machine(), "rate": RATE, "churn_per_s": CHURN, "windows": []}
+    result = report.header(rate=RATE, churn_per_s=CHURN, windows=[])
     with tempfile.TemporaryDirectory(prefix="saw-soak-") as tmp_dir:
         tmp = Path(tmp_dir)
-        body = tmp / "mover.json"
-        body.write_bytes(workload.review_bodies()["mover"])
+        body = workload.review_file(tmp)
         certs = tmp / "certs"
         issue_certs(certs)
         objects = workload.base_objects() + workload.bulk_objects(10_000)

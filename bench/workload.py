@@ -126,6 +126,13 @@ def review_bodies() -> dict[str, bytes]:
     return {name: json.dumps(review(admitted(example(file)))).encode() for name, file in PATHS.items()}
 
 
+def review_file(tmp: Path, path: str = "mover") -> Path:
+    """The review of rule path `path` written to `tmp/<path>.json`, for hey and wrk to post."""
+    file = tmp / f"{path}.json"
+    file.write_bytes(review_bodies()[path])
+    return file
+
+
 # -- the cluster --------------------------------------------------------------------------------------------
 
 

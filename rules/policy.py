@@ -7,7 +7,6 @@ its path and never stops at the first, so one `kubectl apply` shows an operator 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -20,7 +19,7 @@ from rules.kube.names import dns1123_label_error, dns1123_subdomain_error
 from rules.kube.selectors import Problem, selector_problems, type_name
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.model import Json
-from rules.quoting import clip
+from rules.quoting import clip, field_path
 from rules.safeload import DocumentError, load_documents
 from rules.suggest import unknown_field
 
@@ -32,7 +31,6 @@ ROLES = ("mover", "backup", "restore")
 POLICY_TEXT_LIMIT = 256 * 1024
 #: How many problems a PolicyError's text lists (all stay in `problems`).
 LISTED_PROBLEMS = 50
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class PolicyError(ValueError):
@@ -215,18 +213,6 @@ def _size_problem(text: str) -> str | None:
     return f"is {len(text)} characters long, more than the limit of {POLICY_TEXT_LIMIT} (a policy is a few KiB)"
 
 
-def render_path(parts: Any) -> str:
-    out = ""
-    for part in parts:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif _IDENT.match(str(part)):
-            out += f".{part}" if out else str(part)
-        else:
-            out += f"[{part}]"
-    return out
-
-
 def _join(prefix: str, path: str) -> str:
     if not path or not prefix:
         return prefix or path
@@ -234,7 +220,7 @@ def _join(prefix: str, path: str) -> str:
 
 
 def _schema_problems(error: jsonschema.ValidationError) -> list[Problem]:
-    path = render_path(error.absolute_path)
+    path = field_path(error.absolute_path)
     validator = error.validator
     if validator == "enum":
         shown = clip(json.dumps(error.instance) if not isinstance(error.instance, str) else f'"{error.instance}"')
@@ -242,7 +228,7 @@ def _schema_problems(error: jsonschema.ValidationError) -> list[Problem]:
     if validator == "additionalProperties":
         known = list((error.schema.get("properties") or {}).keys())  # type: ignore[union-attr]
         instance = error.instance if isinstance(error.instance, Mapping) else {}
-        return [(_join(path, render_path([k])), unknown_field(k, known)) for k in instance if k not in known]
+        return [(field_path([k], path), unknown_field(k, known)) for k in instance if k not in known]
     if validator == "type":
         expected = {
             "array": "a list",

@@ -8,7 +8,12 @@ it, while bidirectional-text controls (U+202E) can make a message read different
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 ECHO_LIMIT = 100
+KEY_LIMIT = 60
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def clip(text: str, limit: int = ECHO_LIMIT) -> str:
@@ -22,3 +27,20 @@ def escaped(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def field_path(parts: Iterable[str | int], prefix: str = "") -> str:
+    """Where a value stands in a document, as every message names it: `spec.tolerations[0].key`. A key that is an
+    identifier follows a dot, any other key (`labels[app/x]`) and an index go in brackets; a key is clipped and
+    escaped as all echoed text. `prefix`, a path already rendered, is continued."""
+    out = prefix
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        shown = escaped(clip(part, KEY_LIMIT))
+        if _IDENTIFIER.match(part):
+            out += f".{shown}" if out else shown
+        else:
+            out += f"[{shown}]"
+    return out

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import yaml
 
-from rules.quoting import clip, escaped
+from rules.quoting import clip, escaped, field_path
 
 
 class DocumentError(ValueError):
@@ -154,23 +154,13 @@ def lone_surrogate(value: Any) -> tuple[str, str] | None:
                 return path, _surrogate_problem(found.group())
         elif isinstance(item, dict):
             for key, element in reversed(item.items()):
-                inner = _join_key(path, key)
+                inner = field_path([key], path)
                 if found := _SURROGATE.search(key):
                     return inner, _surrogate_problem(found.group(), "the key holds")
                 stack.append((inner, element))
         elif isinstance(item, list):
-            stack.extend((f"{path}[{i}]", element) for i, element in reversed(list(enumerate(item))))
+            stack.extend((field_path([i], path), element) for i, element in reversed(list(enumerate(item))))
     return None
-
-
-def _join_key(path: str, key: str) -> str:
-    shown = escaped(clip(key, 60))
-    if _PLAIN_KEY.match(key):
-        return f"{path}.{shown}" if path else shown
-    return f"{path}[{shown}]"
-
-
-_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_]+$")
 
 
 def load_json(text: str | bytes) -> Any:

@@ -4,6 +4,7 @@ what no client library does (a connection that never sends a byte, a TLS handsha
 from __future__ import annotations
 
 import contextlib
+import resource
 import socket
 import ssl
 import time
@@ -92,3 +93,41 @@ def accept_queue(port: int) -> int:
             if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
                 waiting += int(cols[4].split(":")[1], 16)
     return waiting
+
+
+def wait_accepted(port: int, within: float = 30.0) -> None:
+    """Wait (`within` seconds at most) until the server has taken every connection waiting on `port`."""
+    deadline = time.monotonic() + within
+    while accept_queue(port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def open_flood(server: Server, idle: int, stalled: int = 0, timeout: float = 10.0) -> list[socket.socket]:
+    """A connection flood held open, oldest first: `idle` TCP connections that never send a byte, then `stalled`
+    TLS handshakes stopped after their hello; returned once the server has accepted them all. If opening one
+    fails, those already open are closed."""
+    port = port_of(server)
+    held: list[socket.socket] = []
+    try:
+        for _ in range(idle):
+            held.append(socket.create_connection(("127.0.0.1", port), timeout=timeout))
+        for _ in range(stalled):
+            held.append(stalled_handshake(server, timeout))
+    except BaseException:
+        for sock in held:
+            sock.close()
+        raise
+    wait_accepted(port)
+    return held
+
+
+def raise_file_limit(connections: int) -> bool:
+    """Room in this process for `connections` held sockets and a few hundred descriptors more (the soft limit is
+    often 1,024): the soft limit raised as far as needed and the hard limit allows. False when that is too low."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = connections + 512
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return True
+    enough = hard == resource.RLIM_INFINITY or hard >= needed
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed if enough else hard, hard))
+    return enough

@@ -166,10 +166,6 @@ class LeaseElector:
 
     # -- shutdown --------------------------------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Stop competing without a word to the API (as a process that dies): the lease expires by itself."""
-        self._stopped.set()
-
     def release(self) -> None:
         """Stop competing; if this process holds the lease, stop writing and clear the holder for a successor."""
         self._stopped.set()

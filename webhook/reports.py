@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +23,10 @@ from kubernetes import client
 from kubernetes.client import ApiException
 
 from rules.audit import ObjectAudit
+from rules.model import Json
 from rules.reports import MANAGED_BY, REPORT_KINDS, SOURCE, ReportKind, build_reports, keep_timestamps, same_content
 from webhook.state.apierrors import describe
+from webhook.state.watch import list_pages
 
 log = logging.getLogger(__name__)
 
@@ -138,23 +140,17 @@ class ReportWriter:
             raise NotLeader("the lease is not held: no report is written")
         return min(left, REQUEST_TIMEOUT)
 
-    def _list(self, kind: ReportKind) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            page: dict[str, Any] = self.objects.list_custom_object_for_all_namespaces(  # type: ignore[assignment]
-                kind.group,
-                kind.version,
-                kind.plural,
-                label_selector=f"{MANAGED_BY}={SOURCE}",
-                limit=LIST_PAGE,
-                _continue=token,
-                _request_timeout=self._guard(),
-            )
-            items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+    def _list(self, kind: ReportKind) -> Iterator[Json]:
+        """The reports this webhook owns, page by page, each page bounded by what the lease leaves."""
+        return list_pages(
+            self.objects.list_custom_object_for_all_namespaces,
+            kind.group,
+            kind.version,
+            kind.plural,
+            page_size=LIST_PAGE,
+            timeout=self._guard,
+            label_selector=f"{MANAGED_BY}={SOURCE}",
+        )
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:

@@ -122,6 +122,11 @@ def seed(server: ApiServer, ca: CertKeyPair, leaf: CertKeyPair, trusted: list[x5
         "ca.crt": certs_to_pem(trusted),
         "ca.key": ca.key_pem(),
     }
+    seed_secret(server, data, gen)
+
+
+def seed_secret(server: ApiServer, data: dict[str, bytes], gen: int) -> None:
+    """The webhook's TLS Secret holding `data`, written by generation `gen` of the rotator."""
     server.seed(
         SECRETS,
         NS,
@@ -192,28 +197,17 @@ def test_an_empty_or_broken_secret_is_reissued_in_place(
     apiserver: tuple[ApiServer, str], tmp_path: Path, content: str
 ) -> None:
     server, url = apiserver
-    data: dict[str, str] = {"tls.crt": "", "tls.key": ""}
+    data = {"tls.crt": b"", "tls.key": b""}
     if content != "empty":
         ca, leaf = aged(0)
         other = issue_serving(ca, SERVICE, NS)
         data = {
-            "tls.crt": base64.b64encode(leaf.cert_pem() if content == "mismatched" else b"junk").decode(),
-            "tls.key": base64.b64encode(other.key_pem()).decode(),
-            "ca.crt": base64.b64encode(ca.cert_pem()).decode(),
-            "ca.key": base64.b64encode(ca.key_pem()).decode(),
+            "tls.crt": leaf.cert_pem() if content == "mismatched" else b"junk",
+            "tls.key": other.key_pem(),
+            "ca.crt": ca.cert_pem(),
+            "ca.key": ca.key_pem(),
         }
-    server.seed(
-        SECRETS,
-        NS,
-        SECRET,
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "type": "kubernetes.io/tls",
-            "metadata": {"annotations": {GENERATION: "7"}},
-            "data": data,
-        },
-    )
+    seed_secret(server, data, 7)
     uid = server.stored(SECRETS, NS, SECRET)["metadata"]["uid"]  # type: ignore[index]
     bundle = rotator(url, tmp_path).reconcile()
     secret = server.stored(SECRETS, NS, SECRET)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import copy
-import json
 import re
 import time
 from collections.abc import Iterator
@@ -20,7 +18,7 @@ from testkit.fakeapi import running_fake_api
 from testkit.reviews import admission_review
 from testkit.server import Server, running_server
 from tests.support import EXAMPLES, load_yaml, validate_strict
-from tests.webhook.review_checks import check_response
+from tests.webhook.review_checks import check_response, patch_of
 from webhook.review import as_request, review
 from webhook.state.static import load_static_state
 
@@ -31,11 +29,6 @@ NODE = "ip-10-0-1-17.ec2.internal"
 
 def as_review(obj: dict[str, Any], uid: str) -> dict[str, Any]:
     return admission_review("CREATE", obj, uid=uid)
-
-
-def decoded_patch(answer: dict[str, Any]) -> list[dict[str, Any]]:
-    response = answer["response"]
-    return json.loads(base64.b64decode(response["patch"])) if "patch" in response else []
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +75,7 @@ def test_live_state_places_a_mover_next_to_an_anchor_created_a_moment_before(tmp
         with running_server(tmp_path, "--kubeconfig", str(kubeconfig), workers=2) as live, live.session() as session:
             server = live
             before = session.post(server.url + "/mutate", json=as_review(mover, "live-0"), timeout=10).json()
-            assert decoded_patch(before) == [], "nothing holds the claim yet"
+            assert patch_of(before["response"]) == [], "nothing holds the claim yet"
             api.create(anchor)
             deadline = time.monotonic() + 10
             while True:  # each worker's watch delivers the new pod within moments
@@ -90,11 +83,11 @@ def test_live_state_places_a_mover_next_to_an_anchor_created_a_moment_before(tmp
                     session.post(server.url + "/mutate", json=as_review(mover, f"live-{i}"), timeout=10).json()
                     for i in range(4)
                 ]
-                if all(decoded_patch(a) for a in answers) or time.monotonic() > deadline:
+                if all(patch_of(a["response"]) for a in answers) or time.monotonic() > deadline:
                     break
                 time.sleep(0.1)
             for answer in answers:
-                patch = decoded_patch(answer)
+                patch = patch_of(answer["response"])
                 result = jsonpatch.apply_patch(copy.deepcopy(mover), patch)
                 assert result["metadata"]["annotations"]["storage-affinity.io/co-scheduled-with"] == f"db-0/{NODE}"
                 assert result["spec"]["tolerations"] == anchor["spec"]["tolerations"]
@@ -123,14 +116,14 @@ def test_live_state_places_a_snapshot_mover_and_absent_crds_change_nothing(tmp_p
             deadline = time.monotonic() + 10
             while True:  # the optional groups are discovered and listed just after the core kinds
                 answer = session.post(live.url + "/mutate", json=as_review(mover, "ds-0"), timeout=10).json()
-                if decoded_patch(answer) or not served or time.monotonic() > deadline:
+                if patch_of(answer["response"]) or not served or time.monotonic() > deadline:
                     break
                 time.sleep(0.1)
             check_response(as_review(mover, "ds-0"), answer, mutating=True)
             followed = session.post(live.url + "/mutate", json=as_review(importer, "ds-1"), timeout=10).json()
             readiness = session.get(live.url + "/readyz?verbose", timeout=10)
-    placed = jsonpatch.apply_patch(copy.deepcopy(mover), decoded_patch(answer))
-    worker = jsonpatch.apply_patch(copy.deepcopy(importer), decoded_patch(followed))
+    placed = jsonpatch.apply_patch(copy.deepcopy(mover), patch_of(answer["response"]))
+    worker = jsonpatch.apply_patch(copy.deepcopy(importer), patch_of(followed["response"]))
     assert readiness.status_code == 200, readiness.text
     if served:
         assert placed["metadata"]["annotations"] == {

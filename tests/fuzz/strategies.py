@@ -28,6 +28,7 @@ from rules.annotations import (
 from rules.checks import disk
 from rules.model import Json
 from rules.policy import POLICY_KEY, POLICY_LABEL
+from testkit.velero import node_agent_pod
 
 NAMESPACE = "shop"
 OWN_NAMESPACE = "saw"
@@ -639,24 +640,8 @@ def data_source_objects(draw: st.DrawFn) -> list[Json]:
 def node_agent_pods(draw: st.DrawFn) -> list[Json]:
     """Velero's node-agent DaemonSet pods (label role: node-agent, vmware-tanzu/velero pkg/install/daemonset.go) on
     some of the nodes, each Ready, not Ready, Pending or being deleted."""
-    out = []
-    for name in draw(st.lists(st.sampled_from(NODES), unique=True)):
-        state = draw(st.sampled_from(("ready", "ready", "unready", "pending", "evicting")))
-        metadata: Json = {
-            "name": f"node-agent-{name}",
-            "namespace": "velero",
-            "labels": {"name": "node-agent", "role": "node-agent"},
-        }
-        if state == "evicting":
-            metadata["deletionTimestamp"] = "2026-11-23T10:00:00Z"
-        ready = "True" if state in ("ready", "evicting") else "False"
-        status = {
-            "phase": "Pending" if state == "pending" else "Running",
-            "conditions": [{"type": "Ready", "status": ready}],
-        }
-        spec = {"nodeName": name, "containers": [{"name": "node-agent", "image": "velero/velero:v1.17.0"}]}
-        out.append({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status})
-    return out
+    states = st.sampled_from(("ready", "ready", "unready", "pending", "evicting"))
+    return [node_agent_pod(name, draw(states)) for name in draw(st.lists(st.sampled_from(NODES), unique=True))]
 
 
 # --- policies -----------------------------------------------------------------------------------------------

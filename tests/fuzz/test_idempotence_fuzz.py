@@ -11,7 +11,6 @@ never by a crash.
 
 from __future__ import annotations
 
-import base64
 import copy
 import json
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from tests.fuzz.inprocess import InProcessWebhook, serving
 from tests.fuzz.profiles import examples
 from tests.fuzz.verdict import FuzzFailure, judge
 from tests.support import validate_strict
+from tests.webhook.review_checks import patch_of
 from webhook.app import DEFAULT_MAX_BODY
 
 
@@ -52,13 +52,6 @@ class Webhook(InProcessWebhook):
 @pytest.fixture(scope="module")
 def webhook() -> Iterator[Webhook]:
     yield from serving(Webhook())
-
-
-def _patch_of(response: Json | None) -> list[Json]:
-    if response is None or "patch" not in response:
-        return []
-    patch: list[Json] = json.loads(base64.b64decode(response["patch"]))
-    return patch
 
 
 def _pods_and_jobs(seed: tuple[str, Json, tuple[Json, ...]]) -> bool:
@@ -117,7 +110,7 @@ def test_a_hollowed_pod_or_job_is_answered_once_and_for_all(
     webhook.use(state)
     response = webhook.answer("mutate", review)
     webhook.answer("validate", review)
-    patch = _patch_of(response)
+    patch = patch_of(response)
     if currently_in_test_context():
         outcome = "400" if response is None else "patched" if patch else "not patched"
         event(f"{review['request']['object']['kind']} from {name}: {outcome}")
@@ -126,7 +119,7 @@ def test_a_hollowed_pod_or_job_is_answered_once_and_for_all(
         if _schema_valid(review["request"]["object"]):  # a hollowed input may already be off-schema
             validate_strict(patched)
         again = _resent(review, "CREATE", patched)
-        second = _patch_of(webhook.answer("mutate", again))
+        second = patch_of(webhook.answer("mutate", again))
         assert second == [], f"{name}: re-review produced a patch: {second}\nfirst patch: {patch}"
         webhook.answer("validate", again)
     if response is None or seed["request"]["object"]["kind"] != review["request"]["object"]["kind"]:
@@ -135,7 +128,7 @@ def test_a_hollowed_pod_or_job_is_answered_once_and_for_all(
     for new, old in ((before, after), (after, before)):
         update = _resent(review, "UPDATE", new, old)
         for endpoint in ("mutate", "validate"):
-            assert _patch_of(webhook.answer(endpoint, update)) == [], f"{name}: an UPDATE was patched"
+            assert patch_of(webhook.answer(endpoint, update)) == [], f"{name}: an UPDATE was patched"
 
 
 @settings(max_examples=examples(150))
@@ -152,6 +145,6 @@ def test_a_policy_with_odd_yaml_is_denied_exactly_when_it_does_not_load(
     review = admission_review(
         operation, config_map, config_map if operation == "UPDATE" else None, uid="policy", userInfo={"username": "x"}
     )
-    assert _patch_of(webhook.answer("mutate", review)) == []
+    assert patch_of(webhook.answer("mutate", review)) == []
     response = webhook.answer("validate", review)
     assert response is not None and response["allowed"] is loads, (text, response)

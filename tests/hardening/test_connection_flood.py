@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from testkit.fakeapi import running_fake_api
-from testkit.rawtls import accept_queue, closed_by_peer, port_of, stalled_handshake
+from testkit.rawtls import closed_by_peer, open_flood, raise_file_limit
 from testkit.server import running_server
 from tests.e2e.test_server import mover_review
 from tests.e2e.test_shutdown import LookupGate
@@ -40,14 +40,13 @@ CLIENT_TIMEOUT = 10.0
 @pytest.fixture(autouse=True)
 def enough_descriptors() -> Iterator[None]:
     """This process holds every flood connection: raise its soft descriptor limit as far as needed."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = IDLE_TCP + STALLED_TLS + 512
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        if hard != resource.RLIM_INFINITY and hard < needed:
-            pytest.skip(f"the descriptor limit ({hard}) is below the {needed} this flood holds")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
-    yield
-    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        if not raise_file_limit(IDLE_TCP + STALLED_TLS):
+            pytest.skip(f"the descriptor limit ({limits[1]}) is below what this flood holds")
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, limits)
 
 
 @pytest.mark.parametrize("workers", [1, 2], ids=["default-1-worker", "2-workers"])
@@ -57,17 +56,8 @@ def test_a_new_connection_is_answered_next_to_a_connection_flood(
     args = ("--cluster", str(EXAMPLES / "cluster.yaml"), "--read-timeout", "600")
     with running_server(tmp_path, *args, workers=workers) as server:
         wait_for_workers(server.process.pid, workers)
-        port = port_of(server)
-        flood: list[socket.socket] = []
+        flood = open_flood(server, IDLE_TCP, STALLED_TLS, timeout=CLIENT_TIMEOUT)
         try:
-            for _ in range(IDLE_TCP):
-                flood.append(socket.create_connection(("127.0.0.1", port), timeout=CLIENT_TIMEOUT))
-            for _ in range(STALLED_TLS):
-                flood.append(stalled_handshake(server, CLIENT_TIMEOUT))
-            deadline = time.monotonic() + 30
-            while accept_queue(port) and time.monotonic() < deadline:  # the server has taken every connection
-                time.sleep(0.05)
-
             sent = review(mover())
             with server.session() as session:
                 started = time.perf_counter()
@@ -115,11 +105,7 @@ def test_a_flood_never_closes_a_connection_whose_review_is_in_flight(tmp_path: P
                     while api.count("GET", "PersistentVolumeClaim", name=True) < in_flight:
                         assert time.monotonic() < deadline, "the reviews never reached their lookup"
                         time.sleep(0.01)
-                    for _ in range(WORKER_CONNECTIONS + 200):
-                        flood.append(socket.create_connection(("127.0.0.1", port_of(server)), timeout=CLIENT_TIMEOUT))
-                    deadline = time.monotonic() + 30
-                    while accept_queue(port_of(server)) and time.monotonic() < deadline:
-                        time.sleep(0.05)
+                    flood = open_flood(server, WORKER_CONNECTIONS + 200, timeout=CLIENT_TIMEOUT)
                     assert closed_by_peer(flood[0]), "no idle connection was closed to make room"
                     assert not any(future.done() for future in futures)
                     gate.opened.set()

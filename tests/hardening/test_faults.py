@@ -7,9 +7,7 @@ these tests add what the API server sees: the admission answers, their time, and
 
 from __future__ import annotations
 
-import base64
 import itertools
-import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,7 +20,7 @@ from testkit.server import Server, running_server
 from tests.hardening.answers import RecordProperty
 from tests.hardening.hostile import encode, review
 from tests.state.objects import node, pod, pv, pvc, storage_class
-from tests.webhook.review_checks import check_response
+from tests.webhook.review_checks import check_response, patch_of
 
 pytestmark = pytest.mark.e2e
 
@@ -57,9 +55,7 @@ def ask(session: requests.Session, server: Server, obj: dict[str, Any]) -> tuple
 
 
 def placed_on(response: dict[str, Any]) -> str | None:
-    if "patch" not in response:
-        return None
-    for op in json.loads(base64.b64decode(response["patch"])):
+    for op in patch_of(response):
         if op["path"].startswith("/metadata/annotations"):
             value = op["value"]
             text = value if isinstance(value, str) else value.get("storage-affinity.io/co-scheduled-with", "")

@@ -72,12 +72,17 @@ def test_non_finite_numbers_are_refused(text: str) -> None:
             "the key holds the lone surrogate \\ud800, which is not Unicode text",
         ),
         (
+            '{"0a": {"b\\u0007": ["\\ud800"]}}',
+            "[0a][b\\x07][0]",
+            "holds the lone surrogate \\ud800, which is not Unicode text",
+        ),
+        (
             '{"n": 12345678901234567890, "s": "\\ud800"}',
             "s",
             "holds the lone surrogate \\ud800, which is not Unicode text",
         ),
     ],
-    ids=["document", "value", "nested", "key", "long digits"],
+    ids=["document", "value", "nested", "key", "keys named escaped", "long digits"],
 )
 def test_a_lone_surrogate_is_refused_naming_the_string(text: str, path: str, problem: str) -> None:
     """orjson refuses it, the standard library reads it, and no UTF-8 writer can echo it (it was a 500)."""

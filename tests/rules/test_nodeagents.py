@@ -10,83 +10,28 @@ import pytest
 from rules.annotations import NODE_AGENT_RESTRICTED
 from rules.loadaffinity.nodeagents import node_agent_ready
 from rules.model import Json
+from testkit import velero
 from tests.support import DATA, dig, load_yaml, mutate_checked, policy, view_from
 
 TABLE = load_yaml(DATA / "loadaffinity" / "nodeagents.yaml")
 CLUSTER = load_yaml(DATA / "loadaffinity" / "cluster.yaml")
-ROLE_LABELS = {"backup": "snapshot-exposer", "restore": "generic-restore-exposer"}
 REQUIRED = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
 RESTRICTED = NODE_AGENT_RESTRICTED
 
 
 def exposer_pod(spec: Json) -> Json:
-    """A data mover pod as Velero's exposers create it (pkg/exposer/csi_snapshot.go createBackupPod)."""
-    role = spec.get("role", "backup")
-    windows = spec.get("os") == "windows"
-    pod_spec: Json = {
-        "topologySpreadConstraints": [
-            {
-                "maxSkew": 1,
-                "topologyKey": "kubernetes.io/hostname",
-                "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": {"velero.io/exposer-pod-group": ROLE_LABELS[role]}},
-            }
-        ],
-        "os": {"name": "windows" if windows else "linux"},
-        "affinity": {
-            "nodeAffinity": {
-                REQUIRED[-1]: {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {
-                                    "key": "kubernetes.io/os",
-                                    "operator": "In" if windows else "NotIn",
-                                    "values": ["windows"],
-                                }
-                            ]
-                        }
-                    ]
-                }
-            }
-        },
-        "containers": [
-            {"name": "vgdp-7hx2q", "image": "velero/velero:v1.17.0", "command": ["/velero", "data-mover", role]}
-        ],
-        "restartPolicy": "Never",
-        "volumes": [
-            {"name": c, "persistentVolumeClaim": {"claimName": c}} for c in spec.get("claims", ["data-kibishii"])
-        ],
-    }
-    if spec.get("nodeName"):
-        pod_spec["nodeName"] = spec["nodeName"]
-    labels = {"velero.io/exposer-pod-group": ROLE_LABELS[role]}
-    metadata = {"name": "vgdp-7hx2q", "namespace": "velero", "labels": labels}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+    """The table's `pod`: a data mover pod (testkit/velero.py) of `role`, for `os`, mounting `claims`."""
+    return velero.exposer_pod(
+        spec.get("role", "backup"),
+        windows=spec.get("os") == "windows",
+        claims=spec.get("claims", ["data-kibishii"]),
+        node_name=spec.get("nodeName") or "",
+    )
 
 
 def agent_pod(node: str, state: str, namespace: str = "velero") -> Json:
-    """A node-agent DaemonSet pod (vmware-tanzu/velero pkg/install/daemonset.go) on `node`, in `state`."""
-    windows = node == "n3"
-    meta: Json = {
-        "name": f"node-agent{'-windows' if windows else ''}-{node}",
-        "namespace": namespace,
-        "labels": {"name": "node-agent-windows" if windows else "node-agent", "role": "node-agent"},
-    }
-    spec: Json = {
-        "containers": [
-            {"name": "node-agent", "image": "velero/velero:v1.17.0", "command": ["/velero"], "args": ["node-agent"]}
-        ],
-        "volumes": [{"name": "host-pods", "hostPath": {"path": "/var/lib/kubelet/pods"}}],
-    }
-    if state != "unscheduled":
-        spec["nodeName"] = node
-    phase = "Pending" if state in ("pending", "unscheduled") else "Running"
-    ready = "True" if state in ("ready", "evicting") else "False"
-    if state == "evicting":
-        meta["deletionTimestamp"] = "2026-11-23T10:00:00Z"
-    status = {"phase": phase, "conditions": [{"type": "Ready", "status": ready}]}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+    """The table's node-agent on `node` in `state`; the one on n3, a Windows node, is the Windows DaemonSet's."""
+    return velero.node_agent_pod(node, state, namespace=namespace, windows=node == "n3")
 
 
 def agents(case: Json) -> list[Json]:

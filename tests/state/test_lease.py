@@ -62,8 +62,13 @@ def pair(fake_api: FakeKubeAPI, tmp_path: Path) -> Iterator[tuple[LeaseElector, 
     eventually(a.holds, what="a takes a fresh lease")
     b = LeaseElector(api_client(fake_api, tmp_path, "replica-b"), NAMESPACE, LEASE, TIMING, holder="b").start()
     yield a, b
-    a.stop()
-    b.stop()
+    a.release()
+    b.release()
+
+
+def kill(elector: LeaseElector) -> None:
+    """The process dies: no more renewals, and no release (which only a process on its way out sends)."""
+    elector._stopped.set()
 
 
 def from_(agent: str) -> object:
@@ -92,7 +97,7 @@ def test_the_leader_killed_a_successor_within_the_lease_duration(
 ) -> None:
     a, b = pair
     with Monitor(a, b) as monitor:
-        a.stop()  # the process dies: no release, no more renewals
+        kill(a)
         killed = time.monotonic()
         eventually(b.holds, timeout=3 * TIMING.duration, what="b takes the lease over")
         took = time.monotonic() - killed
@@ -159,10 +164,10 @@ def test_racing_for_a_fresh_lease_one_wins(fake_api: FakeKubeAPI, tmp_path: Path
             elector.start()
         eventually(lambda: any(e.holds() for e in electors), what="one of them takes the lease")
         time.sleep(5 * TIMING.retry_period)
+        assert [e.holder for e in electors if e.holds()] == [holder(fake_api)]
     for elector in electors:
-        elector.stop()
+        elector.release()
     assert monitor.most == 1
-    assert [e.holder for e in electors if e.holds()] == [holder(fake_api)]
 
 
 def test_a_fractional_duration_is_declared_rounded_up(fake_api: FakeKubeAPI, tmp_path: Path) -> None:

@@ -9,8 +9,6 @@ Each review goes on a new connection, so the kernel hands it to whichever worker
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import signal
 from collections.abc import Iterator
@@ -29,6 +27,7 @@ from tests.hardening.procs import children
 from tests.state.conftest import eventually
 from tests.state.objects import policy_map
 from tests.support import EXAMPLES, load_yaml
+from tests.webhook.review_checks import patch_of
 
 pytestmark = pytest.mark.e2e
 
@@ -66,7 +65,7 @@ def placement(server: Server) -> str:
     if response.status_code != 200:
         return f"HTTP {response.status_code}: {response.text.strip()}"
     answer = response.json()["response"]
-    paths = {op["path"] for op in json.loads(base64.b64decode(answer.get("patch") or "W10="))}
+    paths = {op["path"] for op in patch_of(answer)}
     if "/spec/nodeName" in paths:
         return "nodeName"
     if "/spec/affinity" in paths:

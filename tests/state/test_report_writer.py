@@ -17,7 +17,7 @@ from tests.state.test_lease import TIMING, api_client
 from tests.webhook.test_auditloop import CLUSTER, runtime
 from webhook.auditloop import AuditLoop
 from webhook.lease import LeaseElector
-from webhook.reports import NotLeader, ReportWriter
+from webhook.reports import LIST_PAGE, NotLeader, ReportWriter
 
 FOREVER = lambda: math.inf  # noqa: E731 - a replica alone: no lease to ask
 
@@ -165,7 +165,7 @@ def test_only_the_worker_with_the_audit_lock_competes_and_only_the_holder_writes
         assert second.lease.holds() is False and fake_api.count("GET", "Lease") > 0
         assert not [r for r in fake_api.requests if r.agent == "second" and "leases" in r.path]
     finally:
-        first.lease.stop()
+        first.lease.release()
 
 
 def test_ten_thousand_findings_writes_per_run(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
@@ -188,3 +188,27 @@ def test_ten_thousand_findings_writes_per_run(fake_api: FakeKubeAPI, tmp_path: P
     assert (first.created, first.writes) == (20, 20)
     assert same.writes == 0 and same.unchanged == 20
     assert (one.replaced, one.writes) == (1, 1)
+
+
+def test_more_reports_than_a_list_page_are_read_whole_and_each_page_asks_the_lease(
+    fake_api: FakeKubeAPI, tmp_path: Path
+) -> None:
+    audits = findings(namespaces=2 * LIST_PAGE + 50, per_namespace=1)
+    w = writer(fake_api, tmp_path)
+    assert w.write(audits).created == 2 * LIST_PAGE + 50
+    pages = fake_api.count("GET", "Report")
+    again = w.write(audits)
+    assert again.writes == 0 and again.unchanged == 2 * LIST_PAGE + 50  # every page read: none created twice
+    assert fake_api.count("GET", "Report") - pages == 3
+    asked = 0
+
+    def runs_out_after_the_first_page() -> float:
+        nonlocal asked
+        asked += 1
+        return math.inf if asked <= 2 else 0.0  # before the run, before the first page; then gone
+
+    before = writes(fake_api)
+    audits[0].findings = []
+    with pytest.raises(NotLeader):
+        ReportWriter(api_client(fake_api, tmp_path, "short"), "auto", runs_out_after_the_first_page).write(audits)
+    assert asked == 3 and writes(fake_api) == before

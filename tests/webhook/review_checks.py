@@ -31,7 +31,7 @@ def check_response(review: dict[str, Any], answer: dict[str, Any], *, mutating: 
         assert response["patchType"] == "JSONPatch"
         assert request["operation"] == "CREATE", "mutation only on CREATE"
         assert request.get("object") is not None, "no patch without an object"
-        patch = json.loads(base64.b64decode(response["patch"], validate=True))
+        patch = patch_of(response)
         assert patch, "an empty patch must be omitted"
         jsonpatch.apply_patch(copy.deepcopy(request["object"]), patch)
     if not response["allowed"]:
@@ -41,4 +41,12 @@ def check_response(review: dict[str, Any], answer: dict[str, Any], *, mutating: 
         assert isinstance(warning, str) and 0 < len(warning) <= WARNING_LIMIT
     for key, value in (response.get("auditAnnotations") or {}).items():
         assert "/" not in key and AUDIT_KEY.match(key) and isinstance(value, str)
+    return patch
+
+
+def patch_of(response: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The JSON Patch of an AdmissionReview response, decoded (empty when it has none)."""
+    if not response or "patch" not in response:
+        return []
+    patch: list[dict[str, Any]] = json.loads(base64.b64decode(response["patch"], validate=True))
     return patch

@@ -97,11 +97,13 @@ def list_pages(
     call: Callable[..., Any], *args: str, page_size: int, timeout: Any, listed: Listed | None = None, **kwargs: Any
 ) -> Iterator[Json]:
     """The objects of a paged list as plain JSON (not the client's model classes), page by page, so a big list is
-    never held whole; `listed` receives the count and the list's resourceVersion once it is consumed."""
+    never held whole; `listed` receives the count and the list's resourceVersion once it is consumed. `timeout` is
+    each page's request timeout, or a function asked for it before each page (it may raise to stop the list)."""
     token: str | None = None
     while True:
+        page_timeout = timeout() if callable(timeout) else timeout
         response = call(
-            *args, limit=page_size, _continue=token, _preload_content=False, _request_timeout=timeout, **kwargs
+            *args, limit=page_size, _continue=token, _preload_content=False, _request_timeout=page_timeout, **kwargs
         )
         page = json.loads(response.data)
         items = page.get("items") or ()
