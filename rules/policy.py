@@ -33,6 +33,7 @@ POLICY_TEXT_LIMIT = 256 * 1024
 #: How many problems a PolicyError's text lists (all stay in `problems`).
 LISTED_PROBLEMS = 50
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PATH_PART = re.compile(r"\[([^\]]*)\]|\.?([^.\[]+)")
 
 
 class PolicyError(ValueError):
@@ -119,8 +120,14 @@ def policy_problems(doc: Any) -> list[Problem]:
     """Every problem of a policy document, schema and semantics, sorted by path."""
     if not isinstance(doc, Mapping):
         return [("", f"the policy must be a YAML mapping, not {type_name(doc)}")]
-    problems = [p for error in _validator().iter_errors(doc) for p in _schema_problems(error)]
-    problems.extend(_semantic_problems(doc))
+    semantic = _semantic_problems(doc)
+    problems = [
+        p
+        for error in _validator().iter_errors(doc)
+        for p in _schema_problems(error)
+        if not _said_better(p[0], semantic)
+    ]
+    problems.extend(semantic)
     unique = list(dict.fromkeys(problems))
     return sorted(unique, key=lambda p: p[0])
 
@@ -255,6 +262,18 @@ def _schema_problems(error: jsonschema.ValidationError) -> list[Problem]:
     if validator == "required":
         return [(path, error.message.replace("'", '"'))]
     return [(path, error.message)]
+
+
+def _said_better(path: str, semantic: list[Problem]) -> bool:
+    """Whether the semantic checks report on the field at `path` (or inside it): the schema holds the same rules
+    (the chart's values schema is generated from it) but words them as raw patterns, so its message is dropped."""
+    parts = _path_parts(path)
+    return bool(parts) and any(_path_parts(at)[: len(parts)] == parts for at, _ in semantic)
+
+
+def _path_parts(path: str) -> list[str]:
+    """A rendered path's keys and indexes: `a.b[c]` and `a[b].c` name fields alike (the checks spell keys both ways)."""
+    return [bracketed or plain for bracketed, plain in _PATH_PART.findall(path)]
 
 
 def _semantic_problems(doc: Mapping[str, Any]) -> list[Problem]:
