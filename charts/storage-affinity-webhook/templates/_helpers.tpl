@@ -228,3 +228,15 @@ CREATE the placement of any pod with a node name, a nodeSelector or required nod
 {{- define "saw.celValidateAlso" -}}
 (request.operation == 'UPDATE' && has(oldObject.metadata) && {{ include "saw.celReadAnnotations" "oldObject.metadata" }}) || (request.operation == 'CREATE' && has(object.spec) && (has(object.spec.nodeName) || has(object.spec.nodeSelector) || (has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution))))
 {{- end }}
+
+{{/*
+Where the kubelet pulls image.repository from when it names no registry host (its first part has no '.' or ':' and
+is not localhost): Docker Hub, spelt out; empty when it names a registry.
+*/}}
+{{- define "saw.imageFromDockerHub" -}}
+{{- $repository := .Values.image.repository }}
+{{- $first := splitList "/" $repository | first }}
+{{- if not (and (contains "/" $repository) (or (contains "." $first) (contains ":" $first) (eq $first "localhost"))) }}
+{{- printf "docker.io/%s%s" (ternary "" "library/" (contains "/" $repository)) (include "saw.image" .) }}
+{{- end }}
+{{- end }}
