@@ -18,6 +18,7 @@ import jsonschema
 
 from rules.kube.names import dns1123_label_error, dns1123_subdomain_error
 from rules.kube.selectors import Problem, selector_problems, type_name
+from rules.kube.tolerations import toleration_problems
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.model import Json
 from rules.quoting import clip
@@ -314,4 +315,9 @@ def _semantic_problems(doc: Mapping[str, Any]) -> list[Problem]:
     namespace = node_agent.get("namespace") if isinstance(node_agent, Mapping) else None
     if isinstance(namespace, str) and namespace and (err := dns1123_label_error(namespace)) is not None:
         problems.append(("nodeAgent.namespace", err))
+    tolerations = doc.get("tolerations")
+    if isinstance(tolerations, list):
+        for i, toleration in enumerate(tolerations):
+            if isinstance(toleration, Mapping):
+                problems.extend(toleration_problems(toleration, f"tolerations[{i}]"))
     return problems
