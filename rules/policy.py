@@ -17,9 +17,10 @@ import jsonschema
 
 from rules.kube.names import dns1123_label_error, dns1123_subdomain_error
 from rules.kube.selectors import Problem, selector_problems, type_name
+from rules.kube.tolerations import toleration_problems
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.model import Json
-from rules.quoting import clip, field_path
+from rules.quoting import clip, field_path, path_parts
 from rules.safeload import DocumentError, load_documents
 from rules.suggest import unknown_field
 
@@ -117,8 +118,14 @@ def policy_problems(doc: Any) -> list[Problem]:
     """Every problem of a policy document, schema and semantics, sorted by path."""
     if not isinstance(doc, Mapping):
         return [("", f"the policy must be a YAML mapping, not {type_name(doc)}")]
-    problems = [p for error in _validator().iter_errors(doc) for p in _schema_problems(error)]
-    problems.extend(_semantic_problems(doc))
+    semantic = _semantic_problems(doc)
+    problems = [
+        p
+        for error in _validator().iter_errors(doc)
+        for p in _schema_problems(error)
+        if not _said_better(p[0], semantic)
+    ]
+    problems.extend(semantic)
     unique = list(dict.fromkeys(problems))
     return sorted(unique, key=lambda p: p[0])
 
@@ -243,6 +250,13 @@ def _schema_problems(error: jsonschema.ValidationError) -> list[Problem]:
     return [(path, error.message)]
 
 
+def _said_better(path: str, semantic: list[Problem]) -> bool:
+    """Whether the semantic checks report on the field at `path` (or inside it): the schema holds the same rules
+    (the chart's values schema is generated from it) but words them as raw patterns, so its message is dropped."""
+    parts = path_parts(path)
+    return bool(parts) and any(path_parts(at)[: len(parts)] == parts for at, _ in semantic)
+
+
 def _semantic_problems(doc: Mapping[str, Any]) -> list[Problem]:
     problems: list[Problem] = []
     namespaces = doc.get("excludedNamespaces")
@@ -281,4 +295,9 @@ def _semantic_problems(doc: Mapping[str, Any]) -> list[Problem]:
     namespace = node_agent.get("namespace") if isinstance(node_agent, Mapping) else None
     if isinstance(namespace, str) and namespace and (err := dns1123_label_error(namespace)) is not None:
         problems.append(("nodeAgent.namespace", err))
+    tolerations = doc.get("tolerations")
+    if isinstance(tolerations, list):
+        for i, toleration in enumerate(tolerations):
+            if isinstance(toleration, Mapping):
+                problems.extend(toleration_problems(toleration, f"tolerations[{i}]"))
     return problems

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 ECHO_LIMIT = 100
 KEY_LIMIT = 60
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PATH_PART = re.compile(r"\[([^\]]*)\]|\.?([^.\[]+)")
 
 
 def clip(text: str, limit: int = ECHO_LIMIT) -> str:
@@ -44,3 +45,9 @@ def field_path(parts: Iterable[str | int], prefix: str = "") -> str:
         else:
             out += f"[{shown}]"
     return out
+
+
+def path_parts(path: str) -> list[str]:
+    """A rendered path's keys and indexes, the inverse of `field_path` up to clipping: `a.b[c]` and `a[b].c` name
+    fields alike (checks spell keys both ways)."""
+    return [bracketed or plain for bracketed, plain in _PATH_PART.findall(path)]

@@ -42,7 +42,7 @@ def _rewrite(node: Any) -> Any:
 def chart_defs(policy_schema: dict[str, Any]) -> dict[str, Any]:
     """The `$defs` entries the chart schema needs for the policy, rewritten for draft-07."""
     document = {k: v for k, v in policy_schema.items() if k not in ("$schema", "$defs", "$id")}
-    document["description"] = "The webhook policy (README.md, Policy); synced from rules/policy.schema.json."
+    document["description"] = "The webhook policy (docs/policy.md); synced from rules/policy.schema.json."
     defs = {"policy": _rewrite(document)}
     for name, sub in (policy_schema.get("$defs") or {}).items():
         defs[PREFIX + name] = _rewrite(sub)

@@ -44,7 +44,7 @@ def _walk(schema: Any, node: Any, default: Any, path: str, rows: list[str]) -> N
         value = default.get(name) if isinstance(default, dict) else None
         described = child.get("description") or ""
         if not child.get("properties"):
-            rows.append(f"| `{at}` | {_accepts(child)} | {_shown(value)} | {described} |")
+            rows.append(f"| `{at}` | {_accepts(schema, child)} | {_shown(value)} | {described} |")
         elif described:  # its fields follow, each with its default
             rows.append(f"| `{at}` | object | | {described} |")
         if child.get("properties"):
@@ -61,13 +61,17 @@ def _resolve(schema: Any, node: Any) -> Any:
     return {**target, **{k: v for k, v in node.items() if k != "$ref"}}
 
 
-def _accepts(node: Any) -> str:
+def _accepts(schema: Any, node: Any) -> str:
     if "enum" in node:
         return " \\| ".join(f"`{v}`" if v else '`""`' for v in node["enum"])
     kind = node.get("type", "any")
     if kind == "array":
-        items = node.get("items", {})
+        items = _resolve(schema, node.get("items", {}))
+        if "title" in items:  # a named definition: DNS-1123 label, LabelSelector, ...
+            return f"list, each a {items['title']}"
         return f"list of {items.get('type', 'object')}s" if "type" in items or not items else "list"
+    if "title" in node:
+        return f"{kind}, a {node['title']}"
     if kind == "object" and "additionalProperties" in node and isinstance(node["additionalProperties"], dict):
         return "map"
     return str(kind)

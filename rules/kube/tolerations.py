@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rules.kube.names import label_key_error, label_value_error
 from rules.model import Json
 
 
@@ -73,3 +74,24 @@ def untolerated_taint(tolerations: Sequence[Mapping[str, Any]], node: Mapping[st
 def node_tolerated(tolerations: Sequence[Mapping[str, Any]], node: Mapping[str, Any]) -> bool:
     """Whether a pod with these tolerations may be scheduled on the node, as far as its taints go."""
     return untolerated_taint(tolerations, node) is None
+
+
+_NOT_NO_EXECUTE = ("", "NoSchedule", "PreferNoSchedule")  # the effects but NoExecute
+
+
+def toleration_problems(toleration: Mapping[str, Any], path: str) -> list[tuple[str, str]]:
+    """What the API server's ValidateTolerations refuses in a toleration, each with its path. An operator or effect
+    outside its enum is left to the caller's schema, and so are the checks that depend on it."""
+    problems: list[tuple[str, str]] = []
+    key, operator, value = toleration.get("key") or "", toleration.get("operator"), toleration.get("value")
+    if isinstance(key, str) and key and (err := label_key_error(key)) is not None:
+        problems.append((f"{path}.key", err))
+    if key == "" and operator in (None, "Equal"):
+        problems.append((f"{path}.operator", "must be Exists when key is empty (a toleration of every taint)"))
+    if "tolerationSeconds" in toleration and toleration.get("effect", "") in _NOT_NO_EXECUTE:
+        problems.append((f"{path}.effect", "must be NoExecute when tolerationSeconds is set"))
+    if operator == "Exists" and isinstance(value, str) and value:
+        problems.append((f"{path}.value", "must be empty when operator is Exists"))
+    elif operator in (None, "Equal") and isinstance(value, str) and (err := label_value_error(value)) is not None:
+        problems.append((f"{path}.value", err))
+    return problems

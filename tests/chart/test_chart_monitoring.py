@@ -198,11 +198,6 @@ def test_prometheus_rule_values() -> None:
     assert rules["StorageAffinityWebhookLatencyNearTimeout"]["expr"].endswith("> 0.5 * 10")
 
 
-def test_prometheus_rule_needs_a_runbook_url() -> None:
-    message = render_error({"monitoring": {"prometheusRule": {"enabled": True}}})
-    assert "/monitoring/prometheusRule" in message and "runbookBaseUrl" in message
-
-
 @pytest.mark.parametrize(
     ("values", "where"),
     [

@@ -78,19 +78,6 @@ def test_schema_rejects(values: dict[str, object], where: str) -> None:
     assert where in render_error(values)
 
 
-@pytest.mark.parametrize(
-    ("provided", "missing"),
-    [
-        ({}, "/certificates/provided/secretName"),
-        ({"caBundle": "Zm9v"}, "/certificates/provided/secretName"),
-        ({"secretName": "my-tls"}, "/certificates/provided/caBundle"),
-    ],
-)
-def test_schema_requires_secret_and_ca_bundle_in_provided_mode(provided: dict[str, str], missing: str) -> None:
-    message = render_error({"certificates": {"mode": "provided", "provided": provided}})
-    assert missing in message
-
-
 def test_schema_is_strict_everywhere() -> None:
     schema = json.loads((CHART / "values.schema.json").read_text())
     open_objects = {"global", "podSecurityContext", "securityContext", "affinity"}

@@ -26,6 +26,7 @@ from rules.annotations import (
     STORAGE_CLASS,
 )
 from rules.checks import disk
+from rules.kube.tolerations import toleration_problems
 from rules.model import Json
 from rules.policy import POLICY_KEY, POLICY_LABEL
 from testkit.velero import node_agent_pod
@@ -658,6 +659,18 @@ def _selector_lists() -> st.SearchStrategy[list[Json]]:
     )
 
 
+def _accepted_by_the_api(toleration: Json) -> Json:
+    """The toleration made one the API server accepts in a pod: Exists without a value when it has no key,
+    NoExecute when it has tolerationSeconds."""
+    if not toleration.get("key"):
+        toleration["operator"] = "Exists"
+    if toleration.get("operator") == "Exists":
+        toleration.pop("value", None)
+    if "tolerationSeconds" in toleration:
+        toleration["effect"] = "NoExecute"
+    return toleration
+
+
 def _policy_tolerations() -> st.SearchStrategy[list[Json]]:
     return st.lists(
         st.builds(
@@ -667,7 +680,9 @@ def _policy_tolerations() -> st.SearchStrategy[list[Json]]:
             value=_maybe(st.sampled_from(("databases", "backup"))),
             effect=_maybe(st.sampled_from(("", "NoSchedule", "NoExecute"))),
             tolerationSeconds=_maybe(st.sampled_from((0, 60))),
-        ).filter(lambda t: not (t.get("operator") == "Exists" and t.get("value"))),
+        )
+        .map(_accepted_by_the_api)
+        .filter(lambda t: not toleration_problems(t, "")),
         max_size=2,
     )
 

@@ -1,5 +1,5 @@
-"""Backup and restore pods and Velero's node-agents (docs/placement.md#node-agents), table-driven from
-tests/data/loadaffinity/nodeagents.yaml."""
+"""Backup and restore pods and Velero's node-agents (docs/placement.md#node-agents-for-backup-and-restore-pods),
+table-driven from tests/data/loadaffinity/nodeagents.yaml."""
 
 from __future__ import annotations
 

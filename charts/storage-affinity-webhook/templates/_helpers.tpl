@@ -47,7 +47,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "saw.fullname" .) .Values.serviceAccount.name }}
 {{- else }}
-{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- include "saw.requireValues" . }}{{ .Values.serviceAccount.name }}
 {{- end }}
 {{- end }}
 
@@ -66,7 +66,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "saw.tlsSecretName" -}}
 {{- $c := .Values.certificates }}
 {{- if eq $c.mode "provided" }}
-{{- required "certificates.provided.secretName is required when certificates.mode is provided" $c.provided.secretName }}
+{{- include "saw.requireValues" . }}{{ $c.provided.secretName }}
 {{- else if eq $c.mode "self" }}
 {{- default (printf "%s-tls" (include "saw.fullname" .)) $c.self.secretName }}
 {{- else }}
@@ -111,7 +111,7 @@ clientConfig:
     path: {{ $path }}
     port: 443
   {{- if eq $root.Values.certificates.mode "provided" }}
-  caBundle: {{ required "certificates.provided.caBundle is required when certificates.mode is provided" $root.Values.certificates.provided.caBundle }}
+  caBundle: {{ include "saw.requireValues" $root }}{{ $root.Values.certificates.provided.caBundle }}
   {{- end }}
 {{- end }}
 
@@ -239,4 +239,46 @@ spec.jobTemplate.spec.template of a CronJob) carries an annotation the template 
 {{/* CEL, workloads: a creation, or an update that changes the pod template (for a CronJob, its job template). */}}
 {{- define "saw.celTemplateChanged" -}}
 request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || has(object.spec.template) != has(oldObject.spec.template) || (has(object.spec.template) && object.spec.template != oldObject.spec.template) || has(object.spec.jobTemplate) != has(oldObject.spec.jobTemplate) || (has(object.spec.jobTemplate) && object.spec.jobTemplate != oldObject.spec.jobTemplate)
+{{- end }}
+
+{{/*
+Where the kubelet pulls image.repository from when it names no registry host (its first part has no '.' or ':' and
+is not localhost): Docker Hub, spelt out; empty when it names a registry.
+*/}}
+{{- define "saw.imageFromDockerHub" -}}
+{{- $repository := .Values.image.repository }}
+{{- $first := splitList "/" $repository | first }}
+{{- if not (and (contains "/" $repository) (or (contains "." $first) (contains ":" $first) (eq $first "localhost"))) }}
+{{- printf "docker.io/%s%s" (ternary "" "library/" (contains "/" $repository)) (include "saw.image" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Fails, naming every value that is required by another one and missing, each with what to set; nothing otherwise.
+Every template that reads such a value includes it, so whichever Helm renders first reports all of them (the
+values schema leaves these to it: its output would name a JSON path, not what to set).
+*/}}
+{{- define "saw.requireValues" -}}
+{{- $v := .Values }}
+{{- $missing := list }}
+{{- if and (not $v.serviceAccount.create) (not $v.serviceAccount.name) }}
+{{- $missing = append $missing "serviceAccount.create is false: set serviceAccount.name to the existing ServiceAccount the server runs as." }}
+{{- end }}
+{{- if eq $v.certificates.mode "provided" }}
+{{- if not $v.certificates.provided.secretName }}
+{{- $missing = append $missing (printf "certificates.mode is provided: set certificates.provided.secretName to an existing kubernetes.io/tls Secret (tls.crt, tls.key) in namespace %s, valid for %s.%s.svc." .Release.Namespace (include "saw.fullname" .) .Release.Namespace) }}
+{{- end }}
+{{- if not $v.certificates.provided.caBundle }}
+{{- $missing = append $missing "certificates.mode is provided: set certificates.provided.caBundle to the base64-encoded PEM of the CA that signed that certificate (--set certificates.provided.caBundle=\"$(base64 -w0 ca.crt)\")." }}
+{{- end }}
+{{- end }}
+{{- if and (eq $v.certificates.mode "certManager") $v.certificates.certManager.issuerRef (not $v.certificates.certManager.issuerRef.name) }}
+{{- $missing = append $missing "certificates.certManager.issuerRef is set: set certificates.certManager.issuerRef.name to the Issuer or ClusterIssuer to issue from (or leave issuerRef empty for the chart's own CA)." }}
+{{- end }}
+{{- if and $v.monitoring.prometheusRule.enabled (not $v.monitoring.prometheusRule.runbookBaseUrl) }}
+{{- $missing = append $missing "monitoring.prometheusRule.enabled is true: set monitoring.prometheusRule.runbookBaseUrl to the URL where your team reads docs/runbooks.md (each alert's runbook_url is it plus #<alert name in lower case>)." }}
+{{- end }}
+{{- if $missing }}
+{{- fail (printf "\n%s" (join "\n" $missing)) }}
+{{- end }}
 {{- end }}
