@@ -39,7 +39,7 @@ def field_path(parts: Iterable[str | int], prefix: str = "") -> str:
         if isinstance(part, int):
             out += f"[{part}]"
             continue
-        shown = escaped(clip(part, KEY_LIMIT))
+        shown = shown_key(part)
         if _IDENTIFIER.match(part):
             out += f".{shown}" if out else shown
         else:
@@ -47,7 +47,12 @@ def field_path(parts: Iterable[str | int], prefix: str = "") -> str:
     return out
 
 
+def shown_key(key: str) -> str:
+    """A key as a path shows it: clipped and escaped."""
+    return escaped(clip(key, KEY_LIMIT))
+
+
 def path_parts(path: str) -> list[str]:
-    """A rendered path's keys and indexes, the inverse of `field_path` up to clipping: `a.b[c]` and `a[b].c` name
-    fields alike (checks spell keys both ways)."""
-    return [bracketed or plain for bracketed, plain in _PATH_PART.findall(path)]
+    """A rendered path's keys and indexes as `field_path` shows them: `a.b[c]` and `a[b].c` name fields alike
+    (checks spell keys both ways), and a key is compared clipped and escaped, however the path was rendered."""
+    return [shown_key(bracketed or plain) for bracketed, plain in _PATH_PART.findall(path)]
