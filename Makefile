@@ -41,7 +41,7 @@ review: $(STAMP) ## run the admission pipeline offline: make review FILE=example
 	$(BIN)/storage-affinity-webhook review -f $(FILE) --cluster $(CLUSTER) -o json
 
 docs: $(STAMP) ## regenerate docs/policy.md from the policy schema
-	$(BIN)/python -m webhook.policydoc > docs/policy.md
+	$(BIN)/python -m webhook.policy.doc > docs/policy.md
 
 lint: $(STAMP) ## formatter check, linter, mypy strict, import contracts
 	$(BIN)/ruff format --check .

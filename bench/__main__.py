@@ -32,7 +32,7 @@ from bench import (
 from bench.report import save, step
 from testkit.rawtls import raise_file_limit
 from testkit.server import issue_certs
-from webhook.policyfile import load_policy_file
+from webhook.policy.file import load_policy_file
 from webhook.state.index import ClusterIndex, bulk_ingest
 
 SIZES = (100, 10_000, 100_000)

@@ -26,7 +26,7 @@ from testkit.hey import hey_binary
 from testkit.server import issue_certs
 
 _LOG_TIME = re.compile(r"^\[(?P<at>[^\]]+)\] \[\d+\] \[INFO\] webhook\.auditloop: audit: (?P<what>.*)$")
-#: webhook/auditloop.py's line at the end of a run: "N objects, N findings, N storage pods stuck, in S s".
+#: webhook/audit/loop.py's line at the end of a run: "N objects, N findings, N storage pods stuck, in S s".
 _FINISHED = re.compile(
     r"(?P<objects>\d+) objects, (?P<findings>\d+) findings, (?:\d+ storage pods stuck, )?in (?P<seconds>[\d.]+) s"
 )

@@ -143,7 +143,7 @@ def table_sizes() -> dict[str, int]:
 
 def run(count: int) -> dict[str, Any]:
     from rules.policy import parse_policy_text
-    from webhook.app import create_app
+    from webhook.app.endpoints import create_app
     from webhook.runtime import Runtime
     from webhook.state.static import load_static_state
 

@@ -2,7 +2,7 @@
 
 The flood: 2,000 TCP connections that never send a byte and 500 TLS handshakes stopped after their ClientHello,
 held for the whole run. With one worker (the default) and with two, each holding `worker_connections` (1,000),
-the flood exceeds what the server can hold, so each new connection closes the idlest one (webhook/worker.py).
+the flood exceeds what the server can hold, so each new connection closes the idlest one (webhook/serving/worker.py).
 For each worker count it takes the time of SAMPLES reviews, each on a new verified TLS connection (handshake
 included), first without the flood and then with it. The target is 1 s at most; tests/hardening/
 test_connection_flood.py asserts that the review is answered at all and which connections were closed.

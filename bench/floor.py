@@ -4,10 +4,10 @@ On the server, interleaved round by round, server CPU µs per request (master an
 requests/s under `wrk` with 16 kept-alive connections:
 
 - `bare_post`: a bare WSGI callable (read the body, `json.loads`, answer a small AdmissionReview) served by the
-  production gunicorn application itself, `webhook.server.WebhookServer` with `load()` overridden: the same
+  production gunicorn application itself, `webhook.serving.server.WebhookServer` with `load()` overridden: the same
   worker class, TLS context, keep-alive and worker count, started as `serve` is (`python -m bench.floor serve`);
 - `webhook_allow`: `POST /allow` on the real server (`--trivial-endpoint`), the same body (answered by the
-  review layer in front of Flask, webhook/app.py `ReviewEndpoints`);
+  review layer in front of Flask, webhook/app/endpoints.py `ReviewEndpoints`);
 - `bare_get` and `webhook_healthz`: a GET with no body on each, for TLS + gunicorn (+ Flask, which serves
   health) without JSON.
 
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from webhook.server import WebhookServer
+from webhook.serving.server import WebhookServer
 
 if TYPE_CHECKING:
     from bench.servers import Running
@@ -143,9 +143,9 @@ def inprocess_costs(body: bytes, seconds: float, *, metrics_only: bool = False) 
     from werkzeug.test import EnvironBuilder
 
     from bench import handler, workload
-    from webhook.app import create_app
-    from webhook.codec import decode_review
-    from webhook.policyfile import load_policy_file
+    from webhook.app.codec import decode_review
+    from webhook.app.endpoints import create_app
+    from webhook.policy.file import load_policy_file
 
     policy, _ = load_policy_file(workload.POLICY)
     app = create_app(handler.runtime_for(workload.base_objects(), policy), trivial_endpoint=True)

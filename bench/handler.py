@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 from rules.model import Json
 from rules.policy import Policy
-from webhook.app import ENDPOINTS, Handler
-from webhook.codec import build_response, decode_review
+from webhook.app.codec import build_response, decode_review
+from webhook.app.endpoints import ENDPOINTS, Handler
 from webhook.runtime import Runtime
 from webhook.state.index import ClusterIndex
 

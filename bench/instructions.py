@@ -43,9 +43,9 @@ def reviews(path: str, endpoint: str, count: int) -> None:
     """Review `count` times, in this process (what callgrind runs)."""
     from bench import workload
     from bench.handler import runtime_for
-    from webhook.app import ENDPOINTS as HANDLERS
-    from webhook.codec import build_response, decode_review
-    from webhook.policyfile import load_policy_file
+    from webhook.app.codec import build_response, decode_review
+    from webhook.app.endpoints import ENDPOINTS as HANDLERS
+    from webhook.policy.file import load_policy_file
 
     policy, _ = load_policy_file(workload.POLICY)
     runtime = runtime_for(workload.base_objects(), policy)

@@ -1,4 +1,4 @@
-"""The `certs` command's work, without argument parsing (that belongs to `webhook.cli`)."""
+"""The `certs` command's work, without argument parsing (that belongs to `webhook.cli.main`)."""
 
 from __future__ import annotations
 

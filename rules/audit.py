@@ -8,6 +8,9 @@ a ReadWriteOnce volume to two nodes, so it stays Pending with a Multi-Attach err
 
 Given the time (`now`), a storage pod stuck longer than the policy's `audit.stuckAfterSeconds` gets one cause
 (rules/causes.py) and a `stuckPod` finding that names it.
+
+Pure, like every rule: the objects come in, findings go out. Reading them (manifests or the API) and printing
+is webhook/audit/command.py; running on the server's own state, its metrics and reports, webhook/audit/loop.py.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ apis/openreports.io/v1alpha1/report_types.go; kubernetes-sigs/wg-policy-prototyp
 policy-report/pkg/api/wgpolicyk8s.io/v1alpha2/policyreport_types.go).
 
 Pure: what the reports of one audit should hold, and whether a stored report already holds it. The writer
-(webhook/reports.py) lists, creates, replaces and deletes. Only failures are reported (a result per finding; a
+(webhook/audit/reports.py) lists, creates, replaces and deletes. Only failures are reported (a result per finding; a
 stuck storage pod's `stuckPod` result carries its cause code and remedy as properties): a namespace without
 findings has no report, and a cluster of 100,000 clean pods costs no object per pod. A namespace's results are
 split over several reports of at most MAX_RESULTS each, so that no report nears etcd's request size limit (1.5 MiB

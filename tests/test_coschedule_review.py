@@ -8,7 +8,7 @@ import sys
 
 from rules import pipeline
 from tests.support import EXAMPLES, ROOT, check_patch, load_yaml, policy, subject
-from webhook.review import as_request, review
+from webhook.cli.review import as_request, review
 from webhook.state.static import load_static_state
 
 NODE = "ip-10-0-1-17.ec2.internal"

@@ -119,7 +119,7 @@ AUDIT_STUCK = Gauge(
 )
 
 #: The outcomes (only a mutating endpoint patches) and onLookupFailure actions a review is counted under, and the
-#: statuses of refused bodies that every installation meets (webhook/app.py).
+#: statuses of refused bodies that every installation meets (webhook/app/endpoints.py).
 OUTCOMES = ("allowed", "patched", "denied")
 LOOKUP_ACTIONS = ("allow", "deny")
 REFUSED_STATUSES = ("400", "413")

@@ -17,7 +17,7 @@ from chart_helpers import HelmError, one, render
 
 from rules.policy import PolicyError, policy_from_config_map
 from tests.support import DATA, ROOT, load_yaml
-from webhook.policyfile import load_policy_file
+from webhook.policy.file import load_policy_file
 
 CORPUS = load_yaml(DATA / "chart_policy" / "corpus.yaml")
 SCHEMA = json.loads((ROOT / "rules" / "policy.schema.json").read_text())

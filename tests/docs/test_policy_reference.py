@@ -6,7 +6,7 @@ import json
 from importlib import resources
 
 from tests.support import ROOT
-from webhook.policydoc import render
+from webhook.policy.doc import render
 
 
 def test_the_committed_reference_is_the_generated_one() -> None:

@@ -21,20 +21,20 @@ def test_bare_server_answers_a_review_over_verified_tls_with_the_production_work
         assert answer.status_code == 200
         assert answer.json()["response"] == {"uid": review["request"]["uid"], "allowed": True}
         assert session.get(f"{server.url}/healthz", timeout=10).text == "ok\n"
-    assert "webhook.worker.DrainingGeventWorker" in server.log.read_text()
+    assert "webhook.serving.worker.DrainingGeventWorker" in server.log.read_text()
 
 
 def test_samples_go_to_the_layer_that_pays_for_them() -> None:
     worker = (
-        "DrainingGeventWorker.handle_request (webhook/worker.py:196);"
+        "DrainingGeventWorker.handle_request (webhook/serving/worker.py:196);"
         "AsyncWorker.handle_request (gunicorn/workers/base_async.py:329)"
     )
-    flask = f"{worker};Flask.__call__ (flask/app.py:1536);view (webhook/app.py:97)"
+    flask = f"{worker};Flask.__call__ (flask/app.py:1536);view (webhook/app/endpoints.py:97)"
     raw = "\n".join(
         [
             f"{flask};labels (prometheus_client/metrics.py:181);LockType.acquire (gevent/thread.py:112) 3",
-            f"{flask};decode_review (webhook/codec.py:74);JSONDecoder.raw_decode (json/decoder.py:353) 2",
-            f"{flask};build_response (webhook/codec.py:143) 1",
+            f"{flask};decode_review (webhook/app/codec.py:74);JSONDecoder.raw_decode (json/decoder.py:353) 2",
+            f"{flask};build_response (webhook/app/codec.py:143) 1",
             f"{flask};get_host (werkzeug/wsgi.py:120) 1",
             f"{worker};http_date (gunicorn/util.py:513);formatdate (email/utils.py:147) 1",
             f"{worker};sendall (gevent/_socketcommon.py:692);SSLSocket.send (gevent/ssl.py:561) 1",

@@ -75,8 +75,8 @@ def test_rotated_files_are_served_without_a_restart_and_no_request_fails(tmp_pat
 HEY_SECONDS = 3.0
 # Each kept-alive client at most 25 requests/s: 400/s in all, about a third of what two workers answer here. Two
 # saturated workers sharing the CPUs with hey can still leave new connections waiting for seconds (measured: 2.4
-# handshakes/s next to an unthrottled keep-alive hey; one worker serves its connections in turn, webhook/worker.py),
-# and then too few handshakes would happen after the rotation.
+# handshakes/s next to an unthrottled keep-alive hey; one worker serves its connections in turn,
+# webhook/serving/worker.py), and then too few handshakes would happen after the rotation.
 KEEPALIVE_RATE = 25
 
 

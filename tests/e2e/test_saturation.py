@@ -6,7 +6,7 @@ a review on a new connection must not wait behind the kept-alive ones (past `tim
 Fairness is shown by order, not by time: one kept-alive connection has a long queue of pipelined reviews waiting,
 16 hey connections keep the worker busy, and a new connection (TLS handshake, then one review) must be answered
 while that queue is still being worked through. A worker that serves a connection's buffered requests back to
-back answers the whole queue first (webhook/worker.py).
+back answers the whole queue first (webhook/serving/worker.py).
 """
 
 from __future__ import annotations

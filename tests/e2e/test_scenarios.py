@@ -19,7 +19,7 @@ from testkit.reviews import admission_review
 from testkit.server import Server, running_server
 from tests.support import EXAMPLES, load_yaml, validate_strict
 from tests.webhook.review_checks import check_response, patch_of
-from webhook.review import as_request, review
+from webhook.cli.review import as_request, review
 from webhook.state.static import load_static_state
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,7 @@ from tests.fuzz import mutations as m
 from tests.fuzz import strategies as s
 from tests.fuzz.verdict import ErrorLog
 from tests.support import view_from
-from webhook.app import create_app
+from webhook.app.endpoints import create_app
 from webhook.runtime import Runtime
 
 

@@ -26,7 +26,7 @@ from tests.fuzz import strategies as s
 from tests.fuzz.owned import foreign_changes, loosened_on, owned_paths
 from tests.support import check_patch, subject, validate_strict, view_from
 from tests.webhook.review_checks import check_response
-from webhook.app import create_app
+from webhook.app.endpoints import create_app
 from webhook.runtime import Runtime
 from webhook.state.index import ClusterIndex
 

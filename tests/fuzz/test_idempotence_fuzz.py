@@ -32,7 +32,7 @@ from tests.fuzz.profiles import examples
 from tests.fuzz.verdict import FuzzFailure, judge
 from tests.support import validate_strict
 from tests.webhook.review_checks import patch_of
-from webhook.app import DEFAULT_MAX_BODY
+from webhook.app.endpoints import DEFAULT_MAX_BODY
 
 
 class Webhook(InProcessWebhook):

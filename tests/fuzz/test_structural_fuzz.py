@@ -20,7 +20,7 @@ from tests.fuzz import mutations as m
 from tests.fuzz.inprocess import InProcessWebhook, serving
 from tests.fuzz.profiles import examples
 from tests.fuzz.verdict import FuzzFailure, judge
-from webhook.app import DEFAULT_MAX_BODY
+from webhook.app.endpoints import DEFAULT_MAX_BODY
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from tests.fuzz.profiles import examples
 from tests.fuzz.test_structural_fuzz import Case, cases
 from tests.fuzz.verdict import FuzzFailure, judge
 from tests.support import EXAMPLES
-from webhook.app import DEFAULT_MAX_BODY
+from webhook.app.endpoints import DEFAULT_MAX_BODY
 
 pytestmark = pytest.mark.e2e
 

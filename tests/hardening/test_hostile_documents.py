@@ -11,9 +11,9 @@ import pytest
 from rules.policy import PolicyError, default_policy
 from tests.hardening.hostile import YAML_BOMBS, policy_map
 from tests.support import EXAMPLES, ROOT
-from webhook.policyfile import load_policy_file
+from webhook.policy.file import load_policy_file
+from webhook.policy.reload import PolicyConfigMapSink, ProblemBoard
 from webhook.runtime import Runtime
-from webhook.state.reload import PolicyConfigMapSink, ProblemBoard
 from webhook.state.static import load_static_state
 
 

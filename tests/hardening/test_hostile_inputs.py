@@ -11,7 +11,7 @@ from rules.policy import parse_policy_text
 from tests.hardening.answers import RecordProperty, judge
 from tests.hardening.hostile import CASES, OWN_NAMESPACE, Case
 from tests.support import EXAMPLES
-from webhook.app import create_app
+from webhook.app.endpoints import create_app
 from webhook.runtime import Runtime
 from webhook.state.static import load_static_state
 

@@ -29,7 +29,7 @@ from rules.reports import (
     same_content,
 )
 from tests.support import DATA, EXAMPLES, load_yaml, policy, view_from
-from webhook.policyfile import load_policy_file
+from webhook.policy.file import load_policy_file
 from webhook.state.static import load_static_state
 
 RESULTS = {"pass", "fail", "warn", "error", "skip"}

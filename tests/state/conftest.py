@@ -11,9 +11,9 @@ import pytest
 
 from rules.policy import Policy, default_policy
 from testkit.fakeapi import FakeKubeAPI, running_fake_api
+from webhook.policy.lastgood import ReplicaPolicy
 from webhook.runtime import Runtime
 from webhook.state.apisource import load_configuration
-from webhook.state.lastgood import ReplicaPolicy
 from webhook.state.live import LiveClusterState
 from webhook.state.watch import LiveOptions
 

@@ -16,7 +16,7 @@ from kubernetes import client
 
 from testkit.fakeapi import FakeKubeAPI, Request
 from tests.state.conftest import NAMESPACE, eventually
-from webhook.lease import LeaseElector
+from webhook.audit.lease import LeaseElector
 from webhook.settings import LeaseTiming
 from webhook.state.apisource import load_configuration
 

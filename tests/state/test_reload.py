@@ -15,8 +15,8 @@ from testkit.fakeapi import FakeKubeAPI
 from testkit.reviews import admission_review
 from tests.state.conftest import NAMESPACE, Live, eventually
 from tests.state.objects import pod, policy_map, velero_map
-from webhook.app import create_app
-from webhook.state.lastgood import FILE_NAME, Kept, ReplicaPolicy
+from webhook.app.endpoints import create_app
+from webhook.policy.lastgood import FILE_NAME, Kept, ReplicaPolicy
 
 SOURCE = f"ConfigMap {NAMESPACE}/storage-affinity-policy"
 VELERO_SOURCE = {"loadAffinitySource": {"configMap": {"namespace": "velero", "name": "node-agent-config"}}}

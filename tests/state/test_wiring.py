@@ -9,8 +9,8 @@ import pytest
 from testkit.fakeapi import FakeKubeAPI
 from tests.state.conftest import NAMESPACE, eventually
 from tests.state.objects import policy_map
-from webhook import cli
-from webhook.bootstrap import build_runtime
+from webhook.cli import main as cli
+from webhook.serving.bootstrap import build_runtime
 from webhook.settings import Settings
 from webhook.state.live import LiveClusterState
 from webhook.state.static import load_static_state

@@ -10,7 +10,7 @@ from typing import Any
 
 import jsonpatch
 
-from webhook.codec import WARNING_LIMIT
+from webhook.app.codec import WARNING_LIMIT
 
 AUDIT_KEY = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 

@@ -11,7 +11,7 @@ from rules.policy import default_policy
 from testkit.reviews import admission_review
 from tests.support import EXAMPLES, fixtures, load_yaml
 from tests.webhook.review_checks import check_response
-from webhook.app import create_app
+from webhook.app.endpoints import create_app
 from webhook.runtime import Runtime
 from webhook.state.static import load_static_state
 
@@ -170,7 +170,7 @@ def test_a_fault_in_the_review_transport_is_a_plain_500_logged_once(
     def broken(body: bytes) -> None:
         raise RuntimeError("secret value from the body")
 
-    monkeypatch.setattr("webhook.app.decode_review", broken)
+    monkeypatch.setattr("webhook.app.endpoints.decode_review", broken)
     answer = post(client, "mutate", _mover_review())
     assert (answer.status_code, answer.content_type, answer.text) == (
         500,
@@ -193,7 +193,7 @@ def _logging_client(log_reviews: bool) -> FlaskClient:
 
 
 def _review_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "webhook.app" and r.levelname == "INFO"]
+    return [r.getMessage() for r in caplog.records if r.name == "webhook.app.endpoints" and r.levelname == "INFO"]
 
 
 def _generated(obj: dict[str, Any]) -> dict[str, Any]:
@@ -226,14 +226,14 @@ def test_a_review_is_logged_in_one_line_with_log_reviews(
     caplog: pytest.LogCaptureFixture, endpoint: str, obj: dict[str, Any], line: str
 ) -> None:
     review = admission_review("CREATE", obj, uid="abc")
-    with caplog.at_level("INFO", logger="webhook.app"):
+    with caplog.at_level("INFO", logger="webhook.app.endpoints"):
         assert post(_logging_client(True), endpoint, review).status_code == 200
     (logged,) = _review_lines(caplog)
     assert re.fullmatch(line, logged), logged
 
 
 def test_no_review_line_without_log_reviews(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level("INFO", logger="webhook.app"):
+    with caplog.at_level("INFO", logger="webhook.app.endpoints"):
         assert post(_logging_client(False), "mutate", _mover_review()).status_code == 200
     assert _review_lines(caplog) == []
 
@@ -242,7 +242,7 @@ def test_a_review_line_escapes_what_the_body_says(caplog: pytest.LogCaptureFixtu
     obj = load_yaml(EXAMPLES / "mover-pod.yaml")
     review = admission_review("CREATE", obj, uid="abc")
     review["request"]["name"] = "evil\n[INFO] forged"
-    with caplog.at_level("INFO", logger="webhook.app"):
+    with caplog.at_level("INFO", logger="webhook.app.endpoints"):
         post(_logging_client(True), "validate", review)
     (logged,) = _review_lines(caplog)
     assert "\n" not in logged and "evil\\n[INFO] forged" in logged

@@ -13,8 +13,8 @@ import yaml
 from testkit.fakeapi import FakeKubeAPI, running_fake_api
 from tests.rules.test_vm_audit import cluster as vm_disk_cluster
 from tests.support import DATA, EXAMPLES, load_yaml
-from webhook.audit import objects_from_api
-from webhook.cli import main
+from webhook.audit.command import objects_from_api
+from webhook.cli.main import main
 
 CLUSTER = [str(EXAMPLES / "cluster.yaml"), str(DATA / "audit" / "findings.yaml")]
 POLICY = str(EXAMPLES / "policy-load-affinity.yaml")

@@ -17,7 +17,7 @@ import pytest
 
 from rules.audit import AuditFinding, ObjectAudit
 from tests.support import DATA, EXAMPLES, ROOT
-from webhook.audit import WRAPPED, AuditRun, render_table
+from webhook.audit.command import WRAPPED, AuditRun, render_table
 
 FILES = [str(EXAMPLES / "cluster.yaml"), str(DATA / "audit" / "findings.yaml")]
 POLICY = str(EXAMPLES / "policy-load-affinity.yaml")

@@ -15,8 +15,8 @@ from rules.causes import CODES
 from tests.rules.test_causes import INDEXED_CAUSES, cluster_of, indexed_cases
 from tests.state.conftest import eventually
 from tests.support import DATA, EXAMPLES
-from webhook.auditloop import WAIT_POLL, AuditLoop
-from webhook.policyfile import load_policy_file
+from webhook.audit.loop import WAIT_POLL, AuditLoop
+from webhook.policy.file import load_policy_file
 from webhook.runtime import Runtime
 from webhook.state.static import load_static_state
 
@@ -91,7 +91,7 @@ def test_the_line_a_run_logs_is_the_one_the_audit_bench_reads(caplog: pytest.Log
     """bench/audit.py times each audit by this log line; a new wording must not blind it."""
     from bench.audit import _FINISHED
 
-    with caplog.at_level("INFO", logger="webhook.auditloop"):
+    with caplog.at_level("INFO", logger="webhook.audit.loop"):
         AuditLoop(runtime(*CLUSTER), interval=60).run_once()
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("audit: ")]
     found = _FINISHED.search(line)

@@ -1,4 +1,4 @@
-"""A body the server's transport cannot read (webhook/body.py) is answered like any bad body: its status, a plain
+"""A body the server's transport cannot read (webhook/app/body.py) is answered like any bad body: its status, a plain
 reason, one log line, a counted bad request; never a 500 or a traceback."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import pytest
 
 from rules.policy import default_policy
 from tests.support import EXAMPLES
-from webhook.app import create_app
-from webhook.body import BodyError, too_large
+from webhook.app.body import BodyError, too_large
+from webhook.app.endpoints import create_app
 from webhook.runtime import Runtime
 from webhook.state.static import load_static_state
 
 
 class Unreadable(io.RawIOBase):
-    """`wsgi.input` as webhook/worker.py hands it over when the body cannot be read."""
+    """`wsgi.input` as webhook/serving/worker.py hands it over when the body cannot be read."""
 
     def __init__(self, error: BodyError) -> None:
         self.error = error
@@ -41,7 +41,7 @@ def test_an_unreadable_body_is_answered_with_its_status_and_one_log_line(
 ) -> None:
     runtime = Runtime(policy=default_policy(), view=load_static_state([EXAMPLES / "cluster.yaml"]), namespace="saw")
     client = create_app(runtime).test_client()
-    with caplog.at_level(logging.INFO, logger="webhook.app"):
+    with caplog.at_level(logging.INFO, logger="webhook.app.endpoints"):
         answer = client.post(
             "/mutate",
             environ_overrides={"wsgi.input": Unreadable(error)},

@@ -16,8 +16,8 @@ from flask.testing import FlaskClient
 from testkit.reviews import admission_review
 from tests.support import DATA, EXAMPLES, load_yaml
 from tests.webhook.review_checks import check_response
-from webhook.app import create_app
-from webhook.policyfile import load_policy_file
+from webhook.app.endpoints import create_app
+from webhook.policy.file import load_policy_file
 from webhook.runtime import Runtime
 from webhook.state.static import load_static_state
 

@@ -1,4 +1,4 @@
-"""The worker's `wsgi.input` (webhook/worker.py `_BoundedInput`): when a body counts as read to its end, and a
+"""The worker's `wsgi.input` (webhook/serving/worker.py `_BoundedInput`): when a body counts as read to its end, and a
 Content-Length body cut short as a client gone. The deadline and gunicorn's framing errors are proven against the
 real server (tests/hardening/test_framing.py)."""
 
@@ -8,8 +8,8 @@ import io
 
 import pytest
 
-from webhook.body import BodyError
-from webhook.worker import _BoundedInput
+from webhook.app.body import BodyError
+from webhook.serving.worker import _BoundedInput
 
 BODY = b'{"a": 1}\n{"b": 2}\n'
 

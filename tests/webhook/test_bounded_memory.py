@@ -19,7 +19,7 @@ from rules.kube import names
 from rules.policy import default_policy
 from tests.support import EXAMPLES
 from webhook import metrics
-from webhook.app import create_app
+from webhook.app.endpoints import create_app
 from webhook.runtime import Runtime
 from webhook.state.static import load_static_state
 

@@ -1,4 +1,4 @@
-"""The command line as an operator meets it (webhook/cli.py): its version, each subcommand's help (description,
+"""The command line as an operator meets it (webhook/cli/main.py): its version, each subcommand's help (description,
 exit codes, every option explained), one wording for a file that cannot be read, every problem of a bad file
 named with the file, and counts that agree in number."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import DATA, EXAMPLES
-from webhook.cli import _parser, main
+from webhook.cli.main import _parser, main
 
 CLUSTER = str(EXAMPLES / "cluster.yaml")
 MISSING = "no-such-manifest.yaml"

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from rules.model import Decision, Finding, Severity
-from webhook.codec import ReviewError, build_response, clip_warnings, decode_review
+from webhook.app.codec import ReviewError, build_response, clip_warnings, decode_review
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": []}}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webhook.connections import Connections
+from webhook.serving.connections import Connections
 
 
 def order(conns: Connections) -> list[tuple[str, bool]]:

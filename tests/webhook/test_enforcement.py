@@ -20,8 +20,8 @@ from rules.model import Json
 from rules.policy import POLICY_LABEL, Policy, validation_families
 from testkit.reviews import admission_review
 from tests.support import EXAMPLES, ROOT, load_yaml, policy, subject, view_from
-from webhook.app import create_app
-from webhook.codec import WARNING_ADVISED, WARNING_LIMIT, build_response, clip_warnings, request_from_document
+from webhook.app.codec import WARNING_ADVISED, WARNING_LIMIT, build_response, clip_warnings, request_from_document
+from webhook.app.endpoints import create_app
 from webhook.runtime import Runtime
 from webhook.state.static import load_static_state
 
@@ -247,7 +247,7 @@ def test_dry_run_over_the_app_gives_the_denial_kubectl_prints(client: Any) -> No
 
 def test_the_offline_review_agrees_with_the_server(client: Any) -> None:
     """`review` and the server give the same decision for the same pod (README: dry run vs review)."""
-    from webhook.review import as_request, review
+    from webhook.cli.review import as_request, review
 
     for obj in DRY_RUN_CASES.values():
         offline = review(as_request(copy.deepcopy(obj)), client.application.extensions["runtime"].policy, CLUSTER)

@@ -8,7 +8,7 @@ from prometheus_client import REGISTRY
 from rules.model import Json
 from tests.rules.test_nodeagents import CLUSTER, ENTRIES, TABLE, agent_pod
 from tests.support import policy, view_from
-from webhook.auditloop import AuditLoop
+from webhook.audit.loop import AuditLoop
 from webhook.runtime import Runtime
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from certs.issue import load_pair
 from tests.certs.kube import SECRETS, api_server
 from tests.support import ROOT
-from webhook.selfcerts import rotator_command
+from webhook.serving.selfcerts import rotator_command
 
 NS = "saw-system"
 

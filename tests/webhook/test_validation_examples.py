@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import EXAMPLES, load_yaml, validate_strict
-from webhook.cli import main
+from webhook.cli.main import main
 
 DISK = "metadata.annotations[{}]"
 EXPECTED = {

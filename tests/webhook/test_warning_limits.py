@@ -27,8 +27,8 @@ from tests.rules import (
 )
 from tests.support import policy, subject, view_from
 from tests.webhook.review_checks import check_response
-from webhook.codec import WARNING_ADVISED, WARNING_LIMIT, build_response, fit_warning
-from webhook.review import as_request
+from webhook.app.codec import WARNING_ADVISED, WARNING_LIMIT, build_response, fit_warning
+from webhook.cli.review import as_request
 
 Case = tuple[str, list[Json], Json | None, Json, str, Json | None]
 

@@ -2,7 +2,7 @@
 
 The list+watch engine is webhook/state/watch.py; this module is the view over its index and what it follows: the
 policy ConfigMap and the Velero ConfigMap the policy names. Each gunicorn worker holds its own state, and accepts
-no connection before `loaded()` (webhook/worker.py): its first lists, the policy ConfigMap's among them, have
+no connection before `loaded()` (webhook/serving/worker.py): its first lists, the policy ConfigMap's among them, have
 landed.
 
 Lookups never wait for the API except on a miss of a PVC, PV, StorageClass, Node or the Velero ConfigMap: then
@@ -28,13 +28,13 @@ from rules.loadaffinity.agents import NodeAgents
 from rules.model import Json
 from rules.policy import POLICY_LABEL, Policy
 from webhook import metrics
+from webhook.policy.lastgood import ReplicaPolicy
+from webhook.policy.reload import PolicyConfigMapSink, ProblemBoard, VeleroConfigMapSink
 from webhook.runtime import Runtime
 from webhook.state.apierrors import describe
 from webhook.state.index import ClusterIndex
-from webhook.state.lastgood import ReplicaPolicy
 from webhook.state.optional import OPTIONAL_GROUPS, OptionalGroups
-from webhook.state.reload import PolicyConfigMapSink, ProblemBoard, Sink, VeleroConfigMapSink
-from webhook.state.watch import IndexSink, LiveOptions, Resource, ResourceWatch
+from webhook.state.watch import IndexSink, LiveOptions, Resource, ResourceWatch, Sink
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import watch
 from kubernetes.client import ApiException
@@ -24,9 +24,20 @@ from rules.model import Json
 from webhook import metrics
 from webhook.state.apierrors import describe
 from webhook.state.index import ClusterIndex, bulk_ingest
-from webhook.state.reload import Sink
 
 log = logging.getLogger(__name__)
+
+
+class Sink(Protocol):
+    """Where a resource watch delivers: a full re-list, or one event."""
+
+    def replace(self, objects: Iterable[Json]) -> None:
+        """A full list, streamed page by page: the sink consumes it once, and nothing changes if it raises."""
+        ...
+
+    def apply(self, obj: Json) -> None: ...
+
+    def remove(self, obj: Json) -> None: ...
 
 
 @dataclass(frozen=True)

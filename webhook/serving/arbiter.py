@@ -9,7 +9,7 @@ moment (measured: 12 to 16 per SIGTERM under `hey -c 16`).
 This master first attaches a socket filter that drops every packet to its TCP listening sockets: from then on no
 handshake completes (a client's SYN goes unanswered, and its retransmission a second later finds the port closed
 and is refused), while the connections already queued stay queued. Each worker then accepts what is queued,
-closes its copy and answers those connections (webhook/worker.py). The filter belongs to the master's shutdown
+closes its copy and answers those connections (webhook/serving/worker.py). The filter belongs to the master's shutdown
 alone: a worker stopped by itself (a restart) shares the listening sockets with its siblings, which go on
 accepting.
 """

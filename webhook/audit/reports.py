@@ -3,8 +3,8 @@
 Each run lists the reports this webhook owns (label `app.kubernetes.io/managed-by: storage-affinity-webhook`),
 creates the missing ones, replaces those whose content differs (the stored resourceVersion makes the replace a
 compare-and-swap) and deletes those of namespaces left without findings. A run with nothing changed makes no
-write. Before each write it asks the lease how long it may still write (webhook/lease.py) and bounds the request by
-that: a replica that lost the lease stops mid-run.
+write. Before each write it asks the lease how long it may still write (webhook/audit/lease.py) and bounds the
+request by that: a replica that lost the lease stops mid-run.
 
 The API is the `--reports` setting: `openreports` (openreports.io/v1alpha1 Report), `wgpolicyk8s`
 (wgpolicyk8s.io/v1alpha2 PolicyReport), `off`, or `auto`: whichever discovery finds served, OpenReports first,

@@ -11,15 +11,15 @@ from rules.audit import finding_families
 from rules.causes import CODES
 from rules.policy import Policy
 from webhook import metrics
-from webhook.app import ENDPOINTS, create_app
-from webhook.policyfile import load_policy_file
+from webhook.app.endpoints import ENDPOINTS, create_app
+from webhook.policy.file import load_policy_file
 from webhook.runtime import Runtime
 from webhook.settings import Settings
 from webhook.state.static import load_static_state
 
 if TYPE_CHECKING:
-    from webhook.lease import LeaseElector
-    from webhook.reports import ReportWriter
+    from webhook.audit.lease import LeaseElector
+    from webhook.audit.reports import ReportWriter
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,8 @@ def build_runtime(settings: Settings) -> Runtime:
 
 def _live_runtime(settings: Settings, policy: Policy, source: str) -> Runtime:
     """State from the API, listed and watched by this worker; the policy ConfigMap overrides the base policy."""
+    from webhook.policy.lastgood import ReplicaPolicy
     from webhook.state.apisource import load_configuration
-    from webhook.state.lastgood import ReplicaPolicy
     from webhook.state.live import LiveClusterState
     from webhook.state.watch import LiveOptions
 
@@ -79,7 +79,7 @@ def build_app(settings: Settings) -> Flask:
 def _start_audit(runtime: Runtime, settings: Settings) -> None:
     """The periodic audit on the state this worker holds; one worker of the server runs it (a lock file). On live
     state it also writes policy reports, while its replica holds the Lease."""
-    from webhook.auditloop import AuditLoop, lock_path
+    from webhook.audit.loop import AuditLoop, lock_path
 
     lease, writer = _report_writer(settings) if settings.live and settings.reports != "off" else (None, None)
     AuditLoop(runtime, settings.audit_interval, lock_path(), reports=writer, lease=lease).start()
@@ -89,8 +89,8 @@ def _report_writer(settings: Settings) -> tuple[LeaseElector, ReportWriter]:
     """The Lease and the reports, on an API client of their own: a renewal never queues behind the watches."""
     from kubernetes import client
 
-    from webhook import lease
-    from webhook.reports import ReportWriter
+    from webhook.audit import lease
+    from webhook.audit.reports import ReportWriter
     from webhook.state.apisource import load_configuration
 
     configuration, _ = load_configuration(settings.kubeconfig)

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from rules.safeload import unreadable
-from webhook import selfcerts
+from webhook.serving import selfcerts
 from webhook.settings import LeaseTiming, default
 
 EXIT_ALLOWED, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
@@ -333,7 +333,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _serve_files(args: argparse.Namespace) -> int:
-    from webhook.server import run
+    from webhook.serving.server import run
     from webhook.settings import Settings
 
     for path in (args.cert, args.key, *(args.cluster or ()), *([args.policy] if args.policy else [])):
@@ -383,8 +383,8 @@ def _serve_files(args: argparse.Namespace) -> int:
 def _audit(args: argparse.Namespace) -> int:
     from rules.policy import PolicyError
     from rules.safeload import DocumentError
-    from webhook import audit
-    from webhook.policyfile import load_policy_file
+    from webhook.audit import command as audit
+    from webhook.policy.file import load_policy_file
 
     try:
         policy, _ = load_policy_file(args.policy)
@@ -446,9 +446,9 @@ def _review(args: argparse.Namespace) -> int:
     from rules.context import BadObject
     from rules.policy import PolicyError
     from rules.safeload import DocumentError, load_documents
-    from webhook.codec import ReviewError
-    from webhook.policyfile import load_policy_file
-    from webhook.review import as_request, review
+    from webhook.app.codec import ReviewError
+    from webhook.cli.review import as_request, review
+    from webhook.policy.file import load_policy_file
     from webhook.state.static import load_static_state
 
     try:

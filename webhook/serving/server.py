@@ -3,7 +3,7 @@
 Why gevent: kube-apiserver (Go net/http) keeps connections alive and parks idle spare ones. A thread-per-connection
 worker (gunicorn `gthread`) blocks a thread on a connection that never sends a request, and with TLS the whole
 pool stalls until the idle timeout (measured: 20 s under `hey`). A gevent worker costs one greenlet per idle
-connection and keeps answering the others. The worker class (webhook/worker.py) also ends a shutdown as soon as
+connection and keeps answering the others. The worker class (webhook/serving/worker.py) also ends a shutdown as soon as
 the requests in flight are answered, instead of waiting `graceful_timeout` for idle keep-alive connections, and
 accepts no connection before its cluster state and policy are loaded (`WebhookServer.loaded`): the workers share
 the listening socket, so a restarted worker leaves every review to its siblings until it can decide like them.
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from gunicorn.app.base import BaseApplication
 
 from certs.reload import ReloadingServerContext
-from webhook.arbiter import DrainingArbiter
 from webhook.logs import configure_logging
+from webhook.serving.arbiter import DrainingArbiter
 from webhook.settings import Settings
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def _child_exit(server: Any, worker: Any) -> None:
 
 def _worker_exit(server: Any, worker: Any) -> None:
     """In the worker, on its way out (SIGTERM included): a Lease it holds goes to a successor at once."""
-    from webhook.lease import release_all
+    from webhook.audit.lease import release_all
 
     release_all()
 
@@ -69,7 +69,7 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
         options = {
             "bind": [s.bind],
             "workers": s.workers,
-            "worker_class": "webhook.worker.DrainingGeventWorker",
+            "worker_class": "webhook.serving.worker.DrainingGeventWorker",
             "worker_connections": s.worker_connections,
             "certfile": str(s.cert),
             "keyfile": str(s.key),
@@ -93,13 +93,13 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
             self.cfg.set(key, value)
 
     def load(self) -> Any:
-        from webhook.bootstrap import build_app
+        from webhook.serving.bootstrap import build_app
 
         app = build_app(self.settings)
         self.runtime = app.extensions["runtime"]
         return app
 
-    # What the worker asks before it accepts connections (webhook/worker.py).
+    # What the worker asks before it accepts connections (webhook/serving/worker.py).
 
     @property
     def start_timeout(self) -> float:

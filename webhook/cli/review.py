@@ -15,7 +15,7 @@ from rules.messages import denial_message
 from rules.model import Json
 from rules.policy import Policy
 from rules.quoting import escaped
-from webhook.codec import AdmissionRequest, ReviewError, request_from_document
+from webhook.app.codec import AdmissionRequest, ReviewError, request_from_document
 
 OFFLINE_UID = "offline-review"
 

@@ -1,4 +1,7 @@
-"""Certificate mode `self`: the webhook issues, stores and rotates its own CA and serving certificate.
+"""Certificate mode `self`: how `serve` runs the rotation of its own CA and serving certificate.
+
+What the rotation does (issue, store in the Secret, publish the caBundle, write the files) is `certs.rotation`,
+which knows nothing of the server; this module is only the process around it: its arguments and its lifetime.
 
 The rotation runs in its own process (`storage-affinity-webhook rotate-certs`), not in gunicorn's master: the
 master must not import the kubernetes client (and with it ssl/urllib3) before gevent patches the workers it forks.

@@ -188,7 +188,7 @@ class LeaseElector:
             log.warning("lease %s/%s: cannot release it: %s", self.namespace, self.name, describe(exc))
 
 
-#: The electors of this process, released by the worker on its way out (webhook/server.py).
+#: The electors of this process, released by the worker on its way out (webhook/serving/server.py).
 _ELECTORS: list[LeaseElector] = []
 
 

@@ -6,7 +6,7 @@ whole graceful timeout and ended with the master's SIGKILL (measured: 10.1 s wit
 four idle connections). This worker does what Go's `http.Server.Shutdown` does instead:
 
 - accept the connections waiting in the listening socket's queue, then close it (the master has already stopped
-  new handshakes, webhook/arbiter.py: new connections are refused, kube-apiserver dials the other replica, and
+  new handshakes, webhook/serving/arbiter.py: new connections are refused, kube-apiserver dials the other replica, and
   none that the kernel accepted is reset);
 - close the connections that wait for their next request and have no bytes pending: at once if they have been
   silent for NEXT_REQUEST_GRACE since their last answer, otherwise when they have; a new connection (TLS
@@ -38,10 +38,10 @@ Under abuse it bounds what a connection may hold (the read timeout is `Settings.
   finishes its ClientHello, is closed when its time is up;
 - a request's body must arrive in full within the read timeout of its headers, or the app answers 408; chunk sizes
   that add up past the body limit get 413 before the chunk is read (also sizes beyond 64 bits); invalid chunked
-  framing gets 400, and a client that closes the connection mid-body one log line (webhook/body.py). The
+  framing gets 400, and a client that closes the connection mid-body one log line (webhook/app/body.py). The
   connection is then closed: where its next request would start is unknown;
 - when the worker runs short of connections (`worker_connections`), each new one closes the idlest one first
-  (webhook/connections.py): one that has not sent a request yet before a kept-alive one, never one whose request
+  (webhook/serving/connections.py): one that has not sent a request yet before a kept-alive one, never one whose request
   is being answered. Thousands of idle connections and stalled handshakes cannot keep a review out.
 """
 
@@ -64,8 +64,8 @@ from gunicorn.http.errors import ParseException
 from gunicorn.sock import ssl_context
 from gunicorn.workers.ggevent import GeventWorker
 
-from webhook.body import BodyError, too_large
-from webhook.connections import Connections
+from webhook.app.body import BodyError, too_large
+from webhook.serving.connections import Connections
 from webhook.settings import Settings
 
 _original_poll = get_original("select", "poll")
@@ -94,7 +94,7 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         self._conns = Connections()
         self._first_request: dict[Any, float] = {}  # handler greenlet -> when its first request must have arrived
         self._linger: set[Any] = set()  # connections to drain before they close (LINGER)
-        settings: Settings = self.app.settings  # webhook.server.WebhookServer's
+        settings: Settings = self.app.settings  # webhook.serving.server.WebhookServer's
         self._read_timeout = settings.read_timeout
         self._max_body = settings.max_body
         self._tls: Any = None  # the server SSLContext, built in the worker after gevent's monkey-patching
@@ -174,7 +174,7 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
 
         The kernel completed their handshakes already; their clients may be sending requests. Closing the listening
         socket with them still queued would reset them once the last process holding it has closed it. At a
-        whole-server shutdown the master has stopped new handshakes first (webhook/arbiter.py), so the queue
+        whole-server shutdown the master has stopped new handshakes first (webhook/serving/arbiter.py), so the queue
         only empties; when this worker stops alone, its siblings accept whatever arrives after.
         """
         server.stop_accepting()

@@ -23,8 +23,8 @@ from rules.model import Decision
 from rules.quoting import escaped
 from rules.safeload import dump_json
 from webhook import metrics
-from webhook.body import BodyError, too_large
-from webhook.codec import AdmissionRequest, ReviewError, build_response, decode_review
+from webhook.app.body import BodyError, too_large
+from webhook.app.codec import AdmissionRequest, ReviewError, build_response, decode_review
 from webhook.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def create_app(
     runtime: Runtime, *, max_body: int = DEFAULT_MAX_BODY, trivial_endpoint: bool = False, log_reviews: bool = False
 ) -> Flask:
     """The WSGI app of one worker (Flask's app factory): the tests build it around any Runtime, the server around
-    the one `webhook.bootstrap` assembles from Settings. `log_reviews`: one info line per review answered.
+    the one `webhook.serving.bootstrap` assembles from Settings. `log_reviews`: one info line per review answered.
 
     Reviews are answered by `ReviewEndpoints`, a WSGI layer in front of Flask (Flask's documented way to wrap
     `app.wsgi_app`): Flask's request and response objects and its contexts cost 110 µs of a review's 130 µs
@@ -154,7 +154,7 @@ class ReviewEndpoints:
             return _error(unavailable, 503)
         try:
             body = _read_body(environ, self.max_body)
-        except BodyError as exc:  # raised by the server's transport (webhook/body.py): one line, no traceback
+        except BodyError as exc:  # raised by the server's transport (webhook/app/body.py): one line, no traceback
             log.warning("review %s: %s", name, exc.message)
             metrics.BAD_REQUESTS.labels(name, str(exc.status)).inc()
             return _error(exc.message, exc.status)

@@ -6,9 +6,10 @@ It reads the in-memory index (no extra API load) and publishes `storage_affinity
 loadAffinity entry in force its matching nodes with and without a Ready Velero node-agent
 (`storage_affinity_load_affinity_nodes`). One worker of a server audits: the one holding an advisory lock on a file
 in the directory its workers share (the lock goes with a dead worker, and a sibling takes over at its next turn).
-That worker also writes the policy reports when its replica holds the Lease (webhook/lease.py: one writer across
-replicas; webhook/reports.py: what it writes). The audit yields to the worker's other greenlets every few
-milliseconds, so reviews keep being answered while 100,000 pods are audited.
+That worker also writes the policy reports when its replica holds the Lease (webhook/audit/lease.py: one writer across
+replicas; webhook/audit/reports.py: what it writes). The audit yields to the worker's other greenlets every few
+milliseconds, so reviews keep being answered while 100,000 pods are audited. What counts as a finding or a
+stuck pod is rules/audit.py and rules/causes.py; this module is when the audit runs and where its results go.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from rules.loadaffinity.mutation import source_settings
 from rules.loadaffinity.nodeagents import default_velero_namespace, entry_nodes
 from rules.model import Json
 from webhook import metrics
-from webhook.lease import LeaseElector
-from webhook.reports import NotLeader, ReportWriter, WriteCounts
+from webhook.audit.lease import LeaseElector
+from webhook.audit.reports import NotLeader, ReportWriter, WriteCounts
 from webhook.runtime import Runtime
 from webhook.state.apierrors import describe
 

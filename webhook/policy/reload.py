@@ -4,7 +4,7 @@ A change lands only when it is valid; otherwise the last good version stays in e
 `/readyz`, the log and the `storage_affinity_policy_errors` gauge. Deleting the policy ConfigMap (or removing its
 label) reverts to the base policy — the `--policy` file, else the embedded default — so what runs is always
 something an operator can read. A worker that starts while the ConfigMap is invalid applies what its siblings
-have in effect (recorded in the replica's file, `webhook.state.lastgood`); with none, it has no policy and says so.
+have in effect (recorded in the replica's file, `webhook.policy.lastgood`); with none, it has no policy and says so.
 """
 
 from __future__ import annotations
@@ -18,19 +18,14 @@ from rules.loadaffinity.velero import config_problems
 from rules.model import Json
 from rules.policy import POLICY_LABEL, Policy, PolicyError, policy_from_config_map
 from webhook import metrics
+from webhook.policy.lastgood import ReplicaPolicy
 from webhook.runtime import Runtime
-from webhook.state.index import ClusterIndex
-from webhook.state.lastgood import ReplicaPolicy
 
 log = logging.getLogger(__name__)
 
 
-class Sink(Protocol):
-    """Where a resource watch delivers: a full re-list, or one event."""
-
-    def replace(self, objects: Iterable[Json]) -> None:
-        """A full list, streamed page by page: the sink consumes it once, and nothing changes if it raises."""
-        ...
+class ConfigMapStore(Protocol):
+    """Where the Velero ConfigMap's last good version is kept (the cluster index)."""
 
     def apply(self, obj: Json) -> None: ...
 
@@ -175,7 +170,7 @@ class PolicyConfigMapSink:
 class VeleroConfigMapSink:
     """Keeps the last good Velero node-agent ConfigMap in the index; refuses an invalid change."""
 
-    def __init__(self, index: ClusterIndex, board: ProblemBoard, namespace: str, name: str) -> None:
+    def __init__(self, index: ConfigMapStore, board: ProblemBoard, namespace: str, name: str) -> None:
         self.index, self.board, self.namespace, self.name = index, board, namespace, name
         self.source = f"ConfigMap {namespace}/{name}"
 

@@ -1,0 +1,3 @@
+"""The WSGI/Flask application: the AdmissionReview codec, request bodies, the admission, health and metrics
+endpoints.
+"""
