@@ -25,7 +25,7 @@ from bench.report import header, save, step
 from testkit.hey import hey_binary
 from testkit.server import issue_certs
 
-_LOG_TIME = re.compile(r"^\[(?P<at>[^\]]+)\] \[\d+\] \[INFO\] webhook\.auditloop: audit: (?P<what>.*)$")
+_LOG_TIME = re.compile(r"^\[(?P<at>[^\]]+)\] \[\d+\] \[INFO\] webhook\.audit\.loop: audit: (?P<what>.*)$")
 #: webhook/audit/loop.py's line at the end of a run: "N objects, N findings, N storage pods stuck, in S s".
 _FINISHED = re.compile(
     r"(?P<objects>\d+) objects, (?P<findings>\d+) findings, (?:\d+ storage pods stuck, )?in (?P<seconds>[\d.]+) s"

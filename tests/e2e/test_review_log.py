@@ -16,7 +16,7 @@ from tests.support import EXAMPLES, ROOT, load_yaml
 pytestmark = pytest.mark.e2e
 
 LINE = re.compile(
-    r"\[INFO\] webhook\.app: review mutate Pod shop/volsync-rsync-tls-src-db CREATE: allowed, 3 patch ops, "
+    r"\[INFO\] webhook\.app\.endpoints: review mutate Pod shop/volsync-rsync-tls-src-db CREATE: allowed, 3 patch ops, "
     r"0 warnings, \d+\.\d ms$",
     re.M,
 )

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from rules import pipeline
 from rules.model import Json
@@ -168,3 +170,14 @@ def test_node_names_and_the_whole_message_survive(case: str, nodes: set[str], re
 def test_a_long_warning_is_fitted_message_first_nothing_cut(reason: str, expected: list[str]) -> None:
     assert fit_warning(reason) == expected
     assert all(len(part) <= WARNING_LIMIT for part in expected)
+
+
+@given(st.text(alphabet=st.sampled_from("ab :;,.…\u202e"), max_size=2000))
+@example("a, " + "x" * 300)  # after the first part, the only space is the continuation mark's
+def test_any_text_is_fitted_in_parts_within_the_limit_losing_no_word(text: str) -> None:
+    """Whatever the spacing (a space right after the continuation mark, words longer than the limit), fitting ends
+    with every part within the limit and every non-space character kept, in order."""
+    parts = fit_warning(text)
+    assert all(len(part) <= WARNING_LIMIT for part in parts)
+    kept = "".join(part.removeprefix("… ") if i else part for i, part in enumerate(parts))
+    assert [c for c in kept if not c.isspace()] == [c for c in text if not c.isspace()]

@@ -190,13 +190,15 @@ def fit_warning(text: str) -> list[str]:
 
 def _split(text: str) -> list[str]:
     """`text` in parts of at most WARNING_LIMIT runes, each but the first opening with `… `, split after the last
-    clause end (`: `, `; `, `, `, else a space) that fits."""
+    clause end (`: `, `; `, `, `, else a space) in the second half of what fits; a word longer than half the limit
+    is cut, so that every part makes progress."""
     parts: list[str] = []
     while len(text) > WARNING_LIMIT:
         head = text[: WARNING_LIMIT + 1]
+        half = WARNING_LIMIT // 2
         at = max(head.rfind(": "), head.rfind("; "), head.rfind(", "))
-        at = at + 1 if at > WARNING_LIMIT // 2 else head.rfind(" ")
-        at = at if at > 0 else WARNING_LIMIT
+        at = at + 1 if at > half else head.rfind(" ")
+        at = at if at > half else WARNING_LIMIT
         parts.append(text[:at].rstrip())
         text = "… " + text[at:].lstrip()
     return [*parts, text]
