@@ -57,7 +57,7 @@ def handler_costs(bodies: dict[str, bytes], runtime: Runtime, seconds: float = 1
     rows: list[Json] = []
     for path, body in bodies.items():
         for endpoint in ("mutate", "validate"):
-            handler, mutating = ENDPOINTS[endpoint]
+            handler, mutating = ENDPOINTS[endpoint].handler, ENDPOINTS[endpoint].mutating
 
             def ours(body: bytes = body, handler: Handler = handler, mutating: bool = mutating) -> str:
                 req = decode_review(body)

@@ -67,7 +67,7 @@ def as_request(doc: Any) -> AdmissionRequest:
 
 def review(request: AdmissionRequest, policy: Policy, view: ClusterView, own_namespace: str = "") -> ReviewResult:
     """Mutate, apply the patch (as the API server would), then validate the result."""
-    chain = pipeline.mutate_then_validate(request.subject(), view, policy, own_namespace)
+    chain = pipeline.mutate_then_validate(request.subject, view, policy, own_namespace)
     mutation, validation = chain.mutation, chain.validation
     warnings = [escaped(w) for w in dict.fromkeys(mutation.warnings + validation.warnings)]
     allowed = mutation.allowed and validation.allowed

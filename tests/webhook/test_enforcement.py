@@ -91,7 +91,7 @@ def review_document(obj: Json, *, dry_run: bool | None = None, operation: str = 
 
 def respond(obj: Json, pol: Policy, **kwargs: Any) -> Json:
     request = request_from_document(review_document(obj, **kwargs))
-    decision = pipeline.validate(request.subject(), CLUSTER, pol)
+    decision = pipeline.validate(request.subject, CLUSTER, pol)
     return build_response(request, decision, mutating=False)["response"]  # type: ignore[no-any-return]
 
 
@@ -213,7 +213,7 @@ def test_the_offline_review_agrees_with_the_server(client: Any) -> None:
 
 def test_subject_carries_dry_run_but_no_rule_reads_it() -> None:
     request = request_from_document(review_document(DISK, dry_run=True))
-    assert request.subject().dry_run is True
+    assert request.subject.dry_run is True
     real = pipeline.validate(subject(DISK), view_from(), policy())
-    dry = pipeline.validate(request.subject(), view_from(), policy())
+    dry = pipeline.validate(request.subject, view_from(), policy())
     assert real == dry
