@@ -14,7 +14,8 @@ from typing import Any
 import promql_parser
 import pytest
 import yaml
-from chart_helpers import CHART, MONITORING, ROOT, one, render
+
+from tests.chart.chart_helpers import CHART, MONITORING, ROOT, one, render
 
 RUNBOOKS_DOC = ROOT / "docs" / "runbooks.md"
 DASHBOARD_FILE = CHART / "dashboards" / "storage-affinity-webhook.json"

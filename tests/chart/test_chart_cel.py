@@ -10,7 +10,8 @@ from typing import Any
 
 import celpy
 import pytest
-from chart_helpers import SCENARIOS, render, webhooks
+
+from tests.chart.chart_helpers import SCENARIOS, render, webhooks
 
 MUTATE = "mutate.storage-affinity.io"
 VALIDATE = "validate.storage-affinity.io"

@@ -14,10 +14,10 @@ from typing import Any
 
 import celpy
 import pytest
-from cel_corpus import Item, chart_roles, corpus, foreign_pod_creations, workload
-from chart_helpers import render, webhooks
 
 from rules import pipeline
+from tests.chart.cel_corpus import Item, chart_roles, corpus, foreign_pod_creations, workload
+from tests.chart.chart_helpers import render, webhooks
 from tests.support import subject
 
 MUTATE = "mutate.storage-affinity.io"

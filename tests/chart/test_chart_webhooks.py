@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chart_helpers import CA_BUNDLE, FULLNAME, NAMESPACE, SCENARIOS, Manifest, one, render, webhooks
+from tests.chart.chart_helpers import CA_BUNDLE, FULLNAME, NAMESPACE, SCENARIOS, Manifest, one, render, webhooks
 
 ALWAYS_EXCLUDED = [NAMESPACE, "kube-system", "kube-node-lease"]
 POD_HOOKS = ("mutate.storage-affinity.io", "validate.storage-affinity.io")

@@ -5,7 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from chart_helpers import FULLNAME, NAMESPACE, SCENARIOS, Manifest, args, container, kinds, one, render, render_error
+
+from tests.chart.chart_helpers import (
+    FULLNAME,
+    NAMESPACE,
+    SCENARIOS,
+    Manifest,
+    args,
+    container,
+    kinds,
+    one,
+    render,
+    render_error,
+)
 
 SELECTOR = {
     "app.kubernetes.io/name": "storage-affinity-webhook",

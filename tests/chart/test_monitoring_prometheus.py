@@ -26,8 +26,13 @@ import promql_parser
 import pytest
 import requests
 import yaml
-from chart_helpers import MONITORING, one, render
-from monitoring_helpers import (
+
+from certs.files import write_bundle
+from certs.issue import issue_ca, issue_serving
+from testkit.fakeapi import FakeKubeAPI, Request, running_fake_api
+from testkit.server import Server, free_port, running_server
+from tests.chart.chart_helpers import MONITORING, one, render
+from tests.chart.monitoring_helpers import (
     Query,
     alert_queries,
     alerts,
@@ -39,11 +44,6 @@ from monitoring_helpers import (
     variable_queries,
     write_rules,
 )
-
-from certs.files import write_bundle
-from certs.issue import issue_ca, issue_serving
-from testkit.fakeapi import FakeKubeAPI, Request, running_fake_api
-from testkit.server import Server, free_port, running_server
 from tests.hardening.hostile import encode, review
 from tests.state.objects import node, pod, policy_map, pv, pvc, storage_class
 from tests.support import EXAMPLES, load_yaml
