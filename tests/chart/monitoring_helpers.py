@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from tests.chart.chart_helpers import CHART, MONITORING, ROOT, one, render
+from tests.support import merged
 
 RUNBOOKS_DOC = ROOT / "docs" / "runbooks.md"
 DASHBOARD_FILE = CHART / "dashboards" / "storage-affinity-webhook.json"
@@ -38,14 +39,6 @@ def rule_groups(values: dict[str, Any] | None = None, **render_args: str) -> lis
     """The PrometheusRule's groups, rendered with the monitoring objects on plus `values`."""
     docs = render(merged({"monitoring": MONITORING}, values or {}), **render_args)
     return one(docs, "PrometheusRule")["spec"]["groups"]  # type: ignore[no-any-return]
-
-
-def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """`override` laid over `base`, mappings merged key by key (as Helm merges values files)."""
-    out = dict(base)
-    for key, value in override.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def write_rules(path: Path, groups: list[dict[str, Any]]) -> Path:

@@ -14,6 +14,7 @@ from typing import Any
 
 import celpy
 import pytest
+from celpy.adapter import json_to_cel
 
 from rules import pipeline
 from tests.chart.cel_corpus import Item, chart_roles, corpus, foreign_pod_creations, workload
@@ -38,9 +39,9 @@ def _programs(roles_json: str, only_storage_pods: bool = True) -> dict[str, list
 def sent(hook: str, operation: str, obj: Any, old: Any, roles: Any, *, only_storage_pods: bool = True) -> bool:
     """Whether the API server calls the webhook: every matchCondition true (an error would fail the call)."""
     activation = {
-        "object": celpy.json_to_cel(obj),
-        "oldObject": celpy.json_to_cel(old),
-        "request": celpy.json_to_cel({"operation": operation}),
+        "object": json_to_cel(obj),
+        "oldObject": json_to_cel(old),
+        "request": json_to_cel({"operation": operation}),
     }
     results = []
     for name, program in _programs(json.dumps(roles, sort_keys=True), only_storage_pods)[hook]:

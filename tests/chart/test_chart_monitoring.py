@@ -40,11 +40,11 @@ from tests.chart.monitoring_helpers import (
     dashboard,
     fill,
     github_anchor,
-    merged,
     metric_names,
     panels,
     rule_groups,
 )
+from tests.support import merged
 
 MONITORING_SCENARIOS = sorted(name for name in SCENARIOS if name.startswith("monitoring"))
 DASHBOARD_CONFIGMAP = f"{FULLNAME}-dashboard"

@@ -93,7 +93,7 @@ class Scraped:
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         result = self.get("/api/v1/query", query=expr)["result"]
-        return result if isinstance(result, list) else [result]  # type: ignore[no-any-return]
+        return result if isinstance(result, list) else [result]
 
     def series(self, selector: str) -> list[dict[str, str]]:
         return self.get("/api/v1/series", **{"match[]": selector})  # type: ignore[no-any-return]

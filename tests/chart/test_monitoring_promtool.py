@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from tests.chart.chart_helpers import RUNBOOKS
-from tests.chart.monitoring_helpers import alerts, merged, rule_groups, tool, write_rules
+from tests.chart.monitoring_helpers import alerts, rule_groups, tool, write_rules
+from tests.support import merged
 
 TESTS = Path(__file__).with_name("alerts.promtool.yaml")
 

@@ -8,12 +8,12 @@ import pytest
 
 from rules.kube.volumes import claim_volumes, first_claim_storage_class, node_local_required_terms
 from rules.model import Json
-from tests.support import DATA, load_yaml, view_from
+from tests.support import DATA, table_cases, view_from
 
-CASES = load_yaml(DATA / "volumes" / "classes.yaml")
+CLASSES_KEYS = {"expected", "name", "pod", "state"}
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+@pytest.mark.parametrize("case", table_cases(DATA / "volumes" / "classes.yaml", CLASSES_KEYS))
 def test_classes(case: Json) -> None:
     view = view_from(*case.get("state", ()))
     pod = case["pod"]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rules.audit import AuditFinding, ObjectAudit
+from rules.model import Json
 from rules.reports import MANAGED_BY, REPORT_NAME, SOURCE
 from testkit.fakeapi import REPORT_GROUPS, FakeKubeAPI
 from tests.rules.test_reports import MULTI_ATTACH, audited
@@ -30,7 +31,7 @@ def writes(fake: FakeKubeAPI, kind: str = "Report") -> int:
     return sum(fake.count(method, kind) for method in ("POST", "PUT", "DELETE"))
 
 
-def stored(fake: FakeKubeAPI, kind: str = "Report") -> dict[tuple[str, str], dict[str, object]]:
+def stored(fake: FakeKubeAPI, kind: str = "Report") -> dict[tuple[str, str], Json]:
     plural = {"Report": "reports", "PolicyReport": "policyreports"}[kind]
     return {(ns, name): obj for (p, ns, name), obj in fake._objects.items() if p == plural}
 

@@ -13,13 +13,13 @@ import json
 from typing import Any
 
 import pytest
+from flask.testing import FlaskClient
 
 from rules import pipeline
 from rules.model import Json
 from rules.policy import POLICY_LABEL, Policy
 from testkit.reviews import admission_review
-from tests.support import EXAMPLES, load_yaml, policy, subject, view_from
-from webhook.app import create_app
+from tests.support import EXAMPLES, app_client, load_yaml, policy, subject, view_from
 from webhook.codec import WARNING_LIMIT, build_response, clip_warnings, request_from_document
 from webhook.runtime import Runtime
 from webhook.state.static import load_static_state
@@ -85,7 +85,7 @@ ENFORCEMENT = [
 
 
 def review_document(obj: Json, *, dry_run: bool | None = None, operation: str = "CREATE", uid: str = "u-1") -> Json:
-    extra = {} if dry_run is None else {"dryRun": dry_run}
+    extra: Json = {} if dry_run is None else {"dryRun": dry_run}
     return admission_review(operation, obj, uid=uid, userInfo={"username": "kubernetes-admin"}, **extra)
 
 
@@ -163,9 +163,9 @@ def post(client: Any, path: str, document: Json) -> Json:
 
 
 @pytest.fixture
-def client() -> Any:
+def client() -> FlaskClient:
     runtime = Runtime(policy=policy({"validation": {"diskAnnotations": {"enforcement": "warn"}}}), view=CLUSTER)
-    return create_app(runtime).test_client()
+    return app_client(runtime)
 
 
 DRY_RUN_CASES = {
