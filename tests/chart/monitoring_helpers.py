@@ -38,7 +38,8 @@ def tool(name: str) -> str:
 def rule_groups(values: dict[str, Any] | None = None, **render_args: str) -> list[dict[str, Any]]:
     """The PrometheusRule's groups, rendered with the monitoring objects on plus `values`."""
     docs = render(merged({"monitoring": MONITORING}, values or {}), **render_args)
-    return one(docs, "PrometheusRule")["spec"]["groups"]  # type: ignore[no-any-return]
+    groups: list[dict[str, Any]] = one(docs, "PrometheusRule")["spec"]["groups"]
+    return groups
 
 
 def write_rules(path: Path, groups: list[dict[str, Any]]) -> Path:
@@ -57,7 +58,8 @@ def _dashboard_text() -> str:
 
 
 def dashboard() -> dict[str, Any]:
-    return json.loads(_dashboard_text())  # type: ignore[no-any-return]
+    board: dict[str, Any] = json.loads(_dashboard_text())
+    return board
 
 
 def panels(board: dict[str, Any]) -> list[dict[str, Any]]:

@@ -30,7 +30,8 @@ def _port_number(c: dict[str, Any], port: int | str) -> int:
     if isinstance(port, int):
         return port
     (match,) = [p for p in c["ports"] if p["name"] == port]
-    return match["containerPort"]  # type: ignore[no-any-return]
+    number: int = match["containerPort"]
+    return number
 
 
 def test_probes_use_https_on_the_container_port(rendered: list[Manifest]) -> None:

@@ -92,7 +92,8 @@ def review_document(obj: Json, *, dry_run: bool | None = None, operation: str = 
 def respond(obj: Json, pol: Policy, **kwargs: Any) -> Json:
     request = request_from_document(review_document(obj, **kwargs))
     decision = pipeline.validate(request.subject, CLUSTER, pol)
-    return build_response(request, decision, mutating=False)["response"]  # type: ignore[no-any-return]
+    response: Json = build_response(request, decision, mutating=False)["response"]
+    return response
 
 
 @pytest.mark.parametrize(("running", "denying"), ENFORCEMENT, ids=[json.dumps(e[0]) for e in ENFORCEMENT])
@@ -156,10 +157,11 @@ def test_warning_only_findings_never_deny() -> None:
 # --- dry run ---------------------------------------------------------------------------------------------
 
 
-def post(client: Any, path: str, document: Json) -> Json:
+def post(client: FlaskClient, path: str, document: Json) -> Json:
     answer = client.post(path, data=json.dumps(document), content_type="application/json")
     assert answer.status_code == 200, answer.get_data(as_text=True)
-    return answer.get_json()  # type: ignore[no-any-return]
+    review: Json = answer.get_json()
+    return review
 
 
 @pytest.fixture
