@@ -166,6 +166,8 @@ def test_only_the_worker_with_the_audit_lock_competes_and_only_the_holder_writes
         assert not [r for r in fake_api.requests if r.agent == "second" and "leases" in r.path]
     finally:
         first.lease.stop()
+        if first._lock is not None:  # a worker holds it until it exits; the test closes it
+            first._lock.close()
 
 
 def test_ten_thousand_findings_writes_per_run(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
