@@ -40,8 +40,9 @@ run: $(STAMP) certs ## serve the webhook on https://127.0.0.1:8443 (embedded pol
 review: $(STAMP) ## run the admission pipeline offline: make review FILE=examples/mover-pod.yaml
 	$(BIN)/storage-affinity-webhook review -f $(FILE) --cluster $(CLUSTER) -o json
 
-docs: $(STAMP) ## regenerate docs/policy.md from the policy schema
+docs: $(STAMP) ## regenerate what the policy schema generates: docs/policy.md and the chart's values.schema.json
 	$(BIN)/python -m webhook.policy.doc > docs/policy.md
+	$(BIN)/python scripts/sync-chart-policy-schema.py
 
 lint: $(STAMP) ## formatter check, linter, mypy strict, import contracts
 	$(BIN)/ruff format --check .

@@ -57,9 +57,9 @@ def handler_costs(bodies: dict[str, bytes], runtime: Runtime, seconds: float = 1
     rows: list[Json] = []
     for path, body in bodies.items():
         for endpoint in ("mutate", "validate"):
-            handler, mutating = ENDPOINTS[endpoint]
+            served = ENDPOINTS[endpoint]
 
-            def ours(body: bytes = body, handler: Handler = handler, mutating: bool = mutating) -> str:
+            def ours(body: bytes = body, handler: Handler = served.handler, mutating: bool = served.mutating) -> str:
                 req = decode_review(body)
                 document = build_response(req, handler(req, runtime), mutating=mutating)
                 return json.dumps(document, separators=(",", ":"))

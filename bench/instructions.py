@@ -50,7 +50,8 @@ def reviews(path: str, endpoint: str, count: int) -> None:
     policy, _ = load_policy_file(workload.POLICY)
     runtime = runtime_for(workload.base_objects(), policy)
     body = workload.review_bodies()[path]
-    handler, mutating = HANDLERS[endpoint]
+    served = HANDLERS[endpoint]
+    handler, mutating = served.handler, served.mutating
     gc.collect()
     gc.disable()  # see the module docstring
     try:

@@ -15,15 +15,25 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
 
+@dataclass(frozen=True, slots=True)
+class _Entry(Generic[T]):
+    """A result, and the objects it was computed from (held, so that their ids stay theirs; empty for a
+    structural key)."""
+
+    objects: tuple[object, ...]
+    value: T
+
+
 class Memo(Generic[T]):
     def __init__(self, maxsize: int = 1024) -> None:
         self._maxsize = maxsize
-        self._entries: dict[Hashable, tuple[tuple[object, ...], T]] = {}
+        self._entries: dict[Hashable, _Entry[T]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -33,20 +43,20 @@ class Memo(Generic[T]):
         """The result for `key`, computed once."""
         found = self._entries.get(key)
         if found is not None:
-            return found[1]
+            return found.value
         return self._store(key, (), compute())
 
     def by_identity(self, objects: tuple[object, ...], extra: Hashable, compute: Callable[[], T]) -> T:
         """The result for these very objects (and `extra`, a structural part of the key), computed once."""
         key = (tuple(map(id, objects)), extra)
         found = self._entries.get(key)
-        if found is not None and all(a is b for a, b in zip(found[0], objects, strict=True)):
-            return found[1]
+        if found is not None and all(a is b for a, b in zip(found.objects, objects, strict=True)):
+            return found.value
         return self._store(key, objects, compute())
 
     def _store(self, key: Hashable, objects: tuple[object, ...], value: T) -> T:
         with self._lock:
             if len(self._entries) >= self._maxsize:
                 self._entries.clear()
-            self._entries[key] = (objects, value)
+            self._entries[key] = _Entry(objects, value)
         return value

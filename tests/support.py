@@ -15,17 +15,22 @@ import jsonpatch
 import kubernetes_validate
 import pytest
 import yaml
+from flask.testing import FlaskClient
 
 from rules import pipeline
 from rules.model import Decision, Json, Severity, Subject
 from rules.policy import Policy, default_policy, policy_from_document
+from webhook.app.endpoints import create_app
+from webhook.runtime import Runtime
 from webhook.state.index import ClusterIndex
+from webhook.state.static import load_static_state
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 EXAMPLES = ROOT / "examples"
 FIXTURES = DATA / "admissionreviews"
 K8S_VERSION = "1.37.0"
+SMALL_BODY = 64 * 1024  # the body limit of the shared `client` fixture (tests/conftest.py)
 
 
 def view_from(*objects: Json) -> ClusterIndex:
@@ -33,6 +38,19 @@ def view_from(*objects: Json) -> ClusterIndex:
     for obj in objects:
         index.apply(obj)
     return index
+
+
+def example_runtime(pol: Policy | None = None, namespace: str = "saw") -> Runtime:
+    """A runtime over examples/cluster.yaml, the cluster the examples are reviewed against (default policy)."""
+    return Runtime(
+        policy=pol or default_policy(), view=load_static_state([EXAMPLES / "cluster.yaml"]), namespace=namespace
+    )
+
+
+def app_client(runtime: Runtime | None = None, **app_args: Any) -> FlaskClient:
+    """The Flask test client of the webhook's app around `runtime` (by default `example_runtime()`); `app_args`
+    go to `create_app`. Every in-process webhook test builds its client here."""
+    return create_app(runtime or example_runtime(), **app_args).test_client()
 
 
 def subject(obj: Json, operation: str = "CREATE", old: Json | None = None) -> Subject:
@@ -61,6 +79,16 @@ def dig(obj: Any, *path: str) -> Any:
     return obj
 
 
+def merged(base: Json, override: Json) -> Json:
+    """`override` laid over `base`: mappings merge key by key (as Helm merges values files), anything else replaces
+    (so a case can swap a pod's whole volume list); the result shares nothing with either."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        nested = isinstance(value, dict) and isinstance(base.get(key), dict)
+        out[key] = merged(base[key], value) if nested else copy.deepcopy(value)
+    return out
+
+
 def load_yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
 
@@ -87,18 +115,22 @@ def mutate_checked(obj: Json, view: Any, pol: Policy | None = None, own_namespac
     return decision, result
 
 
-def table_cases(directory: Path, keys: set[str], *, sourced: bool = False) -> list[Any]:
-    """Every case of the YAML tables in `directory` (but its library.yaml) as pytest params, ids `<table>:<name>`;
-    a case may use only `keys`, and with `sourced` must name the upstream object or issue it reproduces."""
+def table_cases(where: Path, keys: set[str] | None = None, *, section: str = "", sourced: bool = False) -> list[Any]:
+    """Every case of the YAML tables at `where` (one file, or each file of a directory but its library.yaml) as
+    pytest params, ids `<table>:<name>`, unique. A table that is a mapping holds its cases under `section` (its other
+    keys hold what the cases share). A case may use only `keys` (when given), and with `sourced` must name the
+    upstream object or issue it reproduces."""
+    tables = sorted(p for p in where.glob("*.yaml") if p.name != "library.yaml") if where.is_dir() else [where]
     params = []
-    for path in sorted(directory.glob("*.yaml")):
-        if path.name == "library.yaml":
-            continue
-        for case in load_yaml(path):
-            unknown = set(case) - keys
+    for path in tables:
+        doc = load_yaml(path)
+        for case in doc[section] if section else doc:
+            unknown = set(case) - keys if keys is not None else set()
             assert not unknown, f"{path.name}: {case.get('name')}: unknown keys {unknown}"
             assert not sourced or case.get("source"), f"{path.name}: {case['name']}: name the upstream it reproduces"
             params.append(pytest.param(case, id=f"{path.stem}:{case['name']}"))
+    ids = [param.id for param in params]
+    assert len(ids) == len(set(ids)), f"{where.name}: two cases of a table share a name"
     return params
 
 

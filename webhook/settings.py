@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field
+from dataclasses import MISSING, dataclass
 from pathlib import Path
 
 
@@ -33,7 +33,6 @@ class Settings:
     start_timeout: float = 30.0  # a worker accepts once its state and policy are loaded, or after this long
     audit_interval: float = 300.0  # seconds between audits of the state the server holds; 0 turns it off
     replica_dir: Path | None = None  # shared by the workers of one server (`run` creates one): the policy in effect
-    extra: dict[str, str] = field(default_factory=dict)
     reports: str = "auto"  # the policy report API the audit writes: auto | openreports | wgpolicyk8s | off
     lease_name: str = "storage-affinity-webhook"  # the Lease in `namespace` that picks the one report writer
     lease_duration: float = 15.0

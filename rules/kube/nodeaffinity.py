@@ -8,6 +8,7 @@ terms implied by others is what makes mutation idempotent (vmware-tanzu/velero#1
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rules.kube.names import label_key_error, label_value_error
@@ -175,7 +176,10 @@ def simplify(terms: Iterable[Json]) -> list[Json]:
     unique: dict[Hashable, tuple[Json, _Requirements]] = {}
     for term in terms:
         ordered = _ordered_requirements(term)
-        unique.setdefault(_term_identity(term, ordered), (term, (frozenset(ordered[0]), frozenset(ordered[1]))))
+        expressions, fields = ordered
+        unique.setdefault(
+            _term_identity(term, ordered), (term, _Requirements(frozenset(expressions), frozenset(fields)))
+        )
     keys = [requirements for _, requirements in unique.values()]
     return [
         term
@@ -185,7 +189,14 @@ def simplify(terms: Iterable[Json]) -> list[Json]:
 
 
 _PARTS = ("matchExpressions", "matchFields")
-_Requirements = tuple[frozenset[Hashable], frozenset[Hashable]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Requirements:
+    """A term's matchExpressions and matchFields as sets of requirement keys: built once per term, compared often."""
+
+    expressions: frozenset[Hashable]
+    fields: frozenset[Hashable]
 
 
 def _term_identity(term: Mapping[str, Any], ordered: Hashable) -> Hashable:
@@ -220,15 +231,15 @@ def _requirement_key(requirement: Any) -> Hashable:
 def _requirements(term: Mapping[str, Any]) -> _Requirements:
     """A term's expressions and fields as sets: computed once per term, compared many times."""
     expressions, fields = _ordered_requirements(term)
-    return frozenset(expressions), frozenset(fields)
+    return _Requirements(frozenset(expressions), frozenset(fields))
 
 
 def _implies(stricter: _Requirements, looser: _Requirements) -> bool:
-    if not stricter[0] and not stricter[1]:  # an empty term matches no node: it implies anything
+    if not stricter.expressions and not stricter.fields:  # an empty term matches no node: it implies anything
         return True
-    if not looser[0] and not looser[1]:
+    if not looser.expressions and not looser.fields:
         return False
-    return looser[0] <= stricter[0] and looser[1] <= stricter[1]
+    return looser.expressions <= stricter.expressions and looser.fields <= stricter.fields
 
 
 def name_requirement(node_name: str) -> Json:

@@ -33,13 +33,21 @@ class NodeAgents:
 NO_AGENTS = NodeAgents()
 
 
+@dataclass(frozen=True, slots=True)
+class AgentState:
+    """One node-agent pod: its node (empty while it is not scheduled) and whether it is Ready there."""
+
+    node: str
+    ready: bool
+
+
 def is_node_agent(pod: Mapping[str, Any]) -> bool:
     labels = (pod.get("metadata") or {}).get("labels") or {}
     return isinstance(labels, Mapping) and labels.get(NODE_AGENT_LABEL[0]) == NODE_AGENT_LABEL[1]
 
 
-def agent_state(pod: Mapping[str, Any]) -> tuple[str, bool]:
-    """(node, Ready) of a node-agent pod; the node is empty while it is not scheduled."""
+def agent_state(pod: Mapping[str, Any]) -> AgentState:
+    """Where a node-agent pod runs, and whether it is Ready there."""
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -49,4 +57,4 @@ def agent_state(pod: Mapping[str, Any]) -> tuple[str, bool]:
         and not metadata.get("deletionTimestamp")
         and any(isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     )
-    return str(spec.get("nodeName") or ""), bool(ready and spec.get("nodeName"))
+    return AgentState(str(spec.get("nodeName") or ""), bool(ready and spec.get("nodeName")))

@@ -35,6 +35,7 @@ from tests.certs.kube import (
     api_client,
     api_server,
 )
+from tests.support import dig
 
 NS = "storage-affinity"
 SECRET = "storage-affinity-webhook-tls"
@@ -208,7 +209,8 @@ def test_an_empty_or_broken_secret_is_reissued_in_place(
             "ca.key": ca.key_pem(),
         }
     seed_secret(server, data, 7)
-    uid = server.stored(SECRETS, NS, SECRET)["metadata"]["uid"]  # type: ignore[index]
+    uid = dig(server.stored(SECRETS, NS, SECRET), "metadata", "uid")
+    assert uid
     bundle = rotator(url, tmp_path).reconcile()
     secret = server.stored(SECRETS, NS, SECRET)
     assert secret is not None

@@ -76,7 +76,7 @@ def _tables() -> Iterator[Item]:
         view = view_from(*state, *(case.get("cluster") or ()), *test_nodeagents.agents(case))
         obj = test_nodeagents.exposer_pod(case.get("pod") or {})
         yield Item(f"nodeagents: {case['name']}", "CREATE", obj, None, view, policy(case.get("policy") or {}))
-    for param in test_disk.cases():
+    for param in test_disk.CASES:
         case = param.values[0]
         obj = test_disk.build(case)
         old = test_disk.old_object(case, obj)

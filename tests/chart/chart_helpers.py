@@ -55,7 +55,8 @@ def _render(values_json: str, namespace: str, release: str) -> tuple[Manifest, .
 def render(values: dict[str, Any] | None = None, namespace: str = NAMESPACE, release: str = RELEASE) -> list[Manifest]:
     """The rendered manifests (fresh copies: tests may change them)."""
     docs = _render(json.dumps(values or {}, sort_keys=True), namespace, release)
-    return json.loads(json.dumps(docs))  # type: ignore[no-any-return]
+    copies: list[Manifest] = json.loads(json.dumps(docs))
+    return copies
 
 
 def render_error(values: dict[str, Any], namespace: str = NAMESPACE) -> str:
@@ -107,7 +108,8 @@ def webhooks(docs: list[Manifest]) -> dict[str, dict[str, Any]]:
 
 def container(docs: list[Manifest]) -> dict[str, Any]:
     (c,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
-    return c  # type: ignore[no-any-return]
+    found: dict[str, Any] = c
+    return found
 
 
 def args(docs: list[Manifest]) -> dict[str, str]:

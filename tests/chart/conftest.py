@@ -1,16 +1,12 @@
-"""Fixtures of the chart tests; the helpers are in chart_helpers.py (a unique name, importable from any test dir)."""
+"""Fixtures of the chart tests; the helpers are in tests/chart/chart_helpers.py."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from chart_helpers import SCENARIOS, Manifest, render
+from tests.chart.chart_helpers import SCENARIOS, Manifest, render
 
 
 @pytest.fixture(params=sorted(SCENARIOS))

@@ -14,7 +14,9 @@ from typing import Any
 import promql_parser
 import pytest
 import yaml
-from chart_helpers import CHART, MONITORING, ROOT, one, render
+
+from tests.chart.chart_helpers import CHART, MONITORING, ROOT, one, render
+from tests.support import merged
 
 RUNBOOKS_DOC = ROOT / "docs" / "runbooks.md"
 DASHBOARD_FILE = CHART / "dashboards" / "storage-affinity-webhook.json"
@@ -36,15 +38,8 @@ def tool(name: str) -> str:
 def rule_groups(values: dict[str, Any] | None = None, **render_args: str) -> list[dict[str, Any]]:
     """The PrometheusRule's groups, rendered with the monitoring objects on plus `values`."""
     docs = render(merged({"monitoring": MONITORING}, values or {}), **render_args)
-    return one(docs, "PrometheusRule")["spec"]["groups"]  # type: ignore[no-any-return]
-
-
-def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """`override` laid over `base`, mappings merged key by key (as Helm merges values files)."""
-    out = dict(base)
-    for key, value in override.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
+    groups: list[dict[str, Any]] = one(docs, "PrometheusRule")["spec"]["groups"]
+    return groups
 
 
 def write_rules(path: Path, groups: list[dict[str, Any]]) -> Path:
@@ -63,7 +58,8 @@ def _dashboard_text() -> str:
 
 
 def dashboard() -> dict[str, Any]:
-    return json.loads(_dashboard_text())  # type: ignore[no-any-return]
+    board: dict[str, Any] = json.loads(_dashboard_text())
+    return board
 
 
 def panels(board: dict[str, Any]) -> list[dict[str, Any]]:

@@ -10,7 +10,9 @@ from typing import Any
 
 import celpy
 import pytest
-from chart_helpers import SCENARIOS, render, webhooks
+from celpy.adapter import json_to_cel
+
+from tests.chart.chart_helpers import SCENARIOS, render, webhooks
 
 MUTATE = "mutate.storage-affinity.io"
 VALIDATE = "validate.storage-affinity.io"
@@ -51,7 +53,7 @@ CASES = [
 def _matches(hook: dict[str, Any], obj: dict[str, Any]) -> bool:
     """The API server calls the webhook only when every matchCondition is true."""
     env = celpy.Environment()
-    activation = {"object": celpy.json_to_cel(obj), "oldObject": celpy.json_to_cel(None)}
+    activation = {"object": json_to_cel(obj), "oldObject": json_to_cel(None)}
     results = []
     for condition in hook.get("matchConditions", []):
         result = env.program(env.compile(condition["expression"])).evaluate(activation)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from chart_helpers import container, notes, render
+
+from tests.chart.chart_helpers import container, notes, render
 
 DIGEST = "sha256:" + "a" * 64
 

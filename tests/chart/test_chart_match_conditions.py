@@ -15,10 +15,11 @@ from typing import Any
 
 import celpy
 import pytest
-from cel_corpus import Item, chart_roles, corpus, foreign_pod_creations, workload
-from chart_helpers import render, webhooks
+from celpy.adapter import json_to_cel
 
 from rules import pipeline
+from tests.chart.cel_corpus import Item, chart_roles, corpus, foreign_pod_creations, workload
+from tests.chart.chart_helpers import render, webhooks
 from tests.rules.test_workload_templates import workload as workload_of
 from tests.support import subject
 
@@ -55,9 +56,9 @@ def sent(hook: str, operation: str, obj: Any, old: Any, roles: Any, *, only_stor
     if (str(obj.get("kind")).lower() + "s", operation) not in _registered()[hook]:
         return False
     activation = {
-        "object": celpy.json_to_cel(obj),
-        "oldObject": celpy.json_to_cel(old),
-        "request": celpy.json_to_cel({"operation": operation}),
+        "object": json_to_cel(obj),
+        "oldObject": json_to_cel(old),
+        "request": json_to_cel({"operation": operation}),
     }
     results = []
     for name, program in _programs(json.dumps(roles, sort_keys=True), only_storage_pods)[hook]:

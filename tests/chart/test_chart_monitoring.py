@@ -17,7 +17,9 @@ from typing import Any
 
 import pydantic
 import pytest
-from chart_helpers import (
+
+from certs.issue import service_dns_names
+from tests.chart.chart_helpers import (
     CA_BUNDLE,
     FULLNAME,
     MONITORING,
@@ -32,19 +34,17 @@ from chart_helpers import (
     render,
     render_error,
 )
-from monitoring_helpers import (
+from tests.chart.monitoring_helpers import (
     RUNBOOKS_DOC,
     alerts,
     dashboard,
     fill,
     github_anchor,
-    merged,
     metric_names,
     panels,
     rule_groups,
 )
-
-from certs.issue import service_dns_names
+from tests.support import merged
 
 MONITORING_SCENARIOS = sorted(name for name in SCENARIOS if name.startswith("monitoring"))
 DASHBOARD_CONFIGMAP = f"{FULLNAME}-dashboard"

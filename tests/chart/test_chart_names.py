@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from chart_helpers import Manifest, one, render
+
+from tests.chart.chart_helpers import Manifest, one, render
 
 CHART_NAME = "storage-affinity-webhook"
 #: Objects whose names do not follow the release: the policy ConfigMap the server and the docs refer to.

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import HelmError, one, render
 
 from rules.policy import PolicyError, policy_from_config_map
+from tests.chart.chart_helpers import HelmError, one, render
 from tests.support import DATA, ROOT, load_yaml
 from webhook.policy.file import load_policy_file
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from chart_helpers import FULLNAME, NAMESPACE, SCENARIOS, Manifest, kinds, lint, one, render
+
+from tests.chart.chart_helpers import FULLNAME, NAMESPACE, SCENARIOS, Manifest, kinds, lint, one, render
 
 # The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and a recent one.
 KUBERNETES_VERSIONS = ("1.30.0", "1.35.0")

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from chart_helpers import CA_BUNDLE, FULLNAME, NAMESPACE, render, render_error
+
+from tests.chart.chart_helpers import CA_BUNDLE, FULLNAME, NAMESPACE, render, render_error
 
 SECRET = (
     "certificates.mode is provided: set certificates.provided.secretName to an existing kubernetes.io/tls Secret "

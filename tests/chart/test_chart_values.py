@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import CHART, NAMESPACE, ROOT, SCENARIOS, one, render, render_error
 
 from rules.policy import Policy, PolicyError, policy_from_config_map, validation_families
+from tests.chart.chart_helpers import CHART, NAMESPACE, ROOT, SCENARIOS, one, render, render_error
 
 
 def _policy(values: dict[str, Any], namespace: str = NAMESPACE) -> Policy:

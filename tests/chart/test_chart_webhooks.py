@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chart_helpers import CA_BUNDLE, FULLNAME, NAMESPACE, SCENARIOS, Manifest, one, render, webhooks
+from tests.chart.chart_helpers import CA_BUNDLE, FULLNAME, NAMESPACE, SCENARIOS, Manifest, one, render, webhooks
 
 ALWAYS_EXCLUDED = [NAMESPACE, "kube-system", "kube-node-lease"]
 POD_HOOKS = ("mutate.storage-affinity.io", "validate.storage-affinity.io")
@@ -21,7 +21,8 @@ NOT_KUBEVIRT = (
 def _excluded(hook: dict[str, Any]) -> list[str]:
     (expression,) = [e for e in hook["namespaceSelector"]["matchExpressions"] if e["operator"] == "NotIn"]
     assert expression["key"] == "kubernetes.io/metadata.name"
-    return expression["values"]  # type: ignore[no-any-return]
+    values: list[str] = expression["values"]
+    return values
 
 
 def test_every_webhook_is_side_effect_free_v1(rendered: list[Manifest]) -> None:

@@ -5,7 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from chart_helpers import FULLNAME, NAMESPACE, SCENARIOS, Manifest, args, container, kinds, one, render, render_error
+
+from tests.chart.chart_helpers import (
+    FULLNAME,
+    NAMESPACE,
+    SCENARIOS,
+    Manifest,
+    args,
+    container,
+    kinds,
+    one,
+    render,
+    render_error,
+)
 
 SELECTOR = {
     "app.kubernetes.io/name": "storage-affinity-webhook",
@@ -18,7 +30,8 @@ def _port_number(c: dict[str, Any], port: int | str) -> int:
     if isinstance(port, int):
         return port
     (match,) = [p for p in c["ports"] if p["name"] == port]
-    return match["containerPort"]  # type: ignore[no-any-return]
+    number: int = match["containerPort"]
+    return number
 
 
 def test_probes_use_https_on_the_container_port(rendered: list[Manifest]) -> None:

@@ -15,7 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from monitoring_helpers import (
+from prometheus_client.parser import text_string_to_metric_families
+
+from rules.causes import CODES
+from testkit.fakeapi import running_fake_api
+from testkit.server import running_server
+from tests.chart.monitoring_helpers import (
     Query,
     alert_queries,
     dashboard,
@@ -24,11 +29,6 @@ from monitoring_helpers import (
     rule_groups,
     variable_queries,
 )
-from prometheus_client.parser import text_string_to_metric_families
-
-from rules.causes import CODES
-from testkit.fakeapi import running_fake_api
-from testkit.server import running_server
 from tests.state.objects import node, storage_class
 
 pytestmark = pytest.mark.e2e

@@ -26,8 +26,13 @@ import promql_parser
 import pytest
 import requests
 import yaml
-from chart_helpers import MONITORING, one, render
-from monitoring_helpers import (
+
+from certs.files import write_bundle
+from certs.issue import issue_ca, issue_serving
+from testkit.fakeapi import FakeKubeAPI, Request, running_fake_api
+from testkit.server import Server, free_port, running_server
+from tests.chart.chart_helpers import MONITORING, one, render
+from tests.chart.monitoring_helpers import (
     Query,
     alert_queries,
     alerts,
@@ -39,11 +44,6 @@ from monitoring_helpers import (
     variable_queries,
     write_rules,
 )
-
-from certs.files import write_bundle
-from certs.issue import issue_ca, issue_serving
-from testkit.fakeapi import FakeKubeAPI, Request, running_fake_api
-from testkit.server import Server, free_port, running_server
 from tests.hardening.hostile import encode, review
 from tests.state.objects import node, pod, policy_map, pv, pvc, storage_class
 from tests.support import EXAMPLES, load_yaml
@@ -93,10 +93,11 @@ class Scraped:
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         result = self.get("/api/v1/query", query=expr)["result"]
-        return result if isinstance(result, list) else [result]  # type: ignore[no-any-return]
+        return result if isinstance(result, list) else [result]
 
     def series(self, selector: str) -> list[dict[str, str]]:
-        return self.get("/api/v1/series", **{"match[]": selector})  # type: ignore[no-any-return]
+        found: list[dict[str, str]] = self.get("/api/v1/series", **{"match[]": selector})
+        return found
 
     def active_alerts(self, name: str) -> list[dict[str, Any]]:
         return [a for a in self.get("/api/v1/alerts")["alerts"] if a["labels"]["alertname"] == name]
@@ -207,7 +208,8 @@ def _drive(scraped: Scraped, api: FakeKubeAPI, session: requests.Session) -> Non
     def ask(path: str, obj: dict[str, Any]) -> dict[str, Any]:
         answer = session.post(server.url + path, data=encode(review(obj)), timeout=10)
         assert answer.status_code == 200, answer.text
-        return answer.json()["response"]  # type: ignore[no-any-return]
+        response: dict[str, Any] = answer.json()["response"]
+        return response
 
     ask("/mutate", _mover("data"))
     ask("/mutate", pod(f"plain-{next(_names)}", None, phase="Pending"))

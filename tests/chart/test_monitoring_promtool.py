@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import RUNBOOKS
-from monitoring_helpers import alerts, merged, rule_groups, tool, write_rules
+
+from tests.chart.chart_helpers import RUNBOOKS
+from tests.chart.monitoring_helpers import alerts, rule_groups, tool, write_rules
+from tests.support import merged
 
 TESTS = Path(__file__).with_name("alerts.promtool.yaml")
 

@@ -248,7 +248,7 @@ def name_problems(words: list[str], chart: Chart) -> tuple[list[str], int]:
 
 def test_the_docs_name_the_objects_the_chart_creates() -> None:
     chart = docs_chart()
-    problems = []
+    problems: list[str] = []
     checked = 0
     for page in PAGES:
         for command, words in page_commands(page):

@@ -11,16 +11,22 @@ from pathlib import Path
 from typing import Any
 
 from rules.reports import REPORT_NAME
-from rules.safeload import load_documents
+from rules.safeload import iter_objects, load_documents
 from testkit.fakeapi import FakeKubeAPI, running_fake_api
 from testkit.server import running_server
 from tests.state.conftest import eventually
 from tests.support import DATA, EXAMPLES
-from webhook.state.static import iter_objects
 
 NAMESPACE = "saw-system"  # what testkit/server.py passes as --namespace
 LEASE_DURATION = 3.0
-ARGS = ("--audit-interval", "0.5", "--lease-duration", str(LEASE_DURATION), "--lease-renew-deadline", "2")
+ARGS: tuple[str, ...] = (
+    "--audit-interval",
+    "0.5",
+    "--lease-duration",
+    str(LEASE_DURATION),
+    "--lease-renew-deadline",
+    "2",
+)
 ARGS += ("--lease-retry-period", "0.2")
 
 

@@ -28,6 +28,7 @@ def served_serial(port: int, ca: Path) -> int:
         context.wrap_socket(raw, server_hostname="localhost") as tls,
     ):
         der = tls.getpeercert(binary_form=True)
+    assert der is not None
     from cryptography import x509
 
     return x509.load_der_x509_certificate(der).serial_number

@@ -83,8 +83,10 @@ async def _queue_then_new_connection(server: Server) -> tuple[_Queue, int, int, 
     _, answer = await _answer(fresh_reader)
     after = queue.read
     fresh_writer.close()
+    await fresh_writer.wait_closed()  # closed before the loop is: an open TLS transport left is a ResourceWarning
     await asyncio.wait_for(draining, 60)
     writer.close()
+    await writer.wait_closed()
     return queue, before, after, review, answer
 
 

@@ -73,7 +73,7 @@ def emptied(draw: st.DrawFn, doc: Json) -> Json:
     if not found:
         return doc
     path = one_of_list(draw, found)
-    empty = {} if isinstance(get(doc, path), dict) else []
+    empty: Json | list[Any] = {} if isinstance(get(doc, path), dict) else []
     return _replace(doc, path, empty if draw(st.booleans()) else None)
 
 

@@ -7,15 +7,12 @@ import logging
 from collections.abc import Iterator
 from typing import TypeVar
 
-from flask.testing import FlaskClient
-
 from rules.model import Json
 from rules.policy import policy_from_document
 from tests.fuzz import mutations as m
 from tests.fuzz import strategies as s
 from tests.fuzz.verdict import ErrorLog
-from tests.support import view_from
-from webhook.app.endpoints import create_app
+from tests.support import app_client, view_from
 from webhook.runtime import Runtime
 
 
@@ -24,7 +21,7 @@ class InProcessWebhook:
         self.static_view = view_from(*m.cluster_state())
         policy = policy_from_document(m.fuzz_policy_document())
         self.runtime = Runtime(policy=policy, view=self.static_view, namespace=s.OWN_NAMESPACE)
-        self.client: FlaskClient = create_app(self.runtime).test_client()
+        self.client = app_client(self.runtime)
         self.errors = ErrorLog()
 
     def use(self, state: tuple[Json, ...]) -> None:

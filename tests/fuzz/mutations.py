@@ -18,7 +18,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
@@ -173,6 +173,10 @@ def get(doc: Any, path: Path) -> Any:
     return doc
 
 
+@overload
+def _replace(doc: Json, path: Path, value: Any) -> Json: ...
+@overload
+def _replace(doc: Any, path: Path, value: Any) -> Any: ...
 def _replace(doc: Any, path: Path, value: Any) -> Any:
     """A copy of `doc` with the value at `path` replaced or added (only the containers on the path are copied)."""
     if not path:
@@ -183,6 +187,10 @@ def _replace(doc: Any, path: Path, value: Any) -> Any:
     return container
 
 
+@overload
+def _delete(doc: Json, path: Path) -> Json: ...
+@overload
+def _delete(doc: Any, path: Path) -> Any: ...
 def _delete(doc: Any, path: Path) -> Any:
     parent = get(doc, path[:-1])
     container = copy.copy(parent)
@@ -190,6 +198,10 @@ def _delete(doc: Any, path: Path) -> Any:
     return _replace(doc, path[:-1], container)
 
 
+@overload
+def _rename(doc: Json, path: Path, key: str) -> Json: ...
+@overload
+def _rename(doc: Any, path: Path, key: str) -> Any: ...
 def _rename(doc: Any, path: Path, key: str) -> Any:
     parent = get(doc, path[:-1])
     renamed = {(key if k == path[-1] else k): v for k, v in parent.items()}
@@ -415,6 +427,10 @@ def _carrier_target(doc: Json) -> Path | None:
     return ("request", "object", "metadata", "annotations", LOAD_AFFINITY)
 
 
+@overload
+def _ensure(doc: Json, path: Path, leaf: Any) -> Json | None: ...
+@overload
+def _ensure(doc: Any, path: Path, leaf: Any) -> Any: ...
 def _ensure(doc: Any, path: Path, leaf: Any) -> Any:
     """`doc` with maps created along `path` and `leaf` at its end (fails quietly: returns None)."""
     node = doc
@@ -498,7 +514,7 @@ def in_object(path: Path) -> bool:
 def _pick(draw: st.DrawFn, doc: Json, where: Callable[[Any, Path], bool] = lambda v, p: True) -> Path | None:
     chosen = [p for p in paths(doc) if in_object(p) and where(get(doc, p), p)]
     read = [p for p in chosen if is_read(p)]
-    if read and draw(st.integers(0, 3)):
+    if read and draw(st.integers(0, 3)) > 0:
         chosen = read
     return one_of_list(draw, chosen) if chosen else None
 

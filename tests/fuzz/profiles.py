@@ -36,4 +36,4 @@ settings.load_profile(_profile)
 
 def examples(bounded: int) -> int:
     """`bounded` examples in the default run; the profile's count when a longer or a given one was asked for."""
-    return bounded if BOUNDED else settings.default.max_examples
+    return bounded if BOUNDED else settings().max_examples

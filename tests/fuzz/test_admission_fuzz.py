@@ -12,7 +12,6 @@ import json
 from typing import Any
 
 import pytest
-from flask.testing import FlaskClient
 from hypothesis import assume, event, given
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
@@ -24,9 +23,8 @@ from rules.policy import Policy, PolicyError, default_policy, policy_from_docume
 from testkit.reviews import admission_review
 from tests.fuzz import strategies as s
 from tests.fuzz.owned import foreign_changes, loosened_on, owned_paths
-from tests.support import check_patch, subject, validate_strict, view_from
+from tests.support import app_client, check_patch, subject, validate_strict, view_from
 from tests.webhook.review_checks import check_response
-from webhook.app.endpoints import create_app
 from webhook.runtime import Runtime
 from webhook.state.index import ClusterIndex
 
@@ -39,7 +37,7 @@ class Webhook:
 
     def __init__(self) -> None:
         self.runtime = Runtime(policy=default_policy(), view=ClusterIndex(), namespace=s.OWN_NAMESPACE)
-        self.client: FlaskClient = create_app(self.runtime).test_client()
+        self.client = app_client(self.runtime)
 
     def use(self, state: list[Json], policy: Policy) -> None:
         self.runtime.view = view_from(*state)

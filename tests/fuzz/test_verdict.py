@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from rules.annotations import LOAD_AFFINITY
+from testkit.reviews import admission_review
 from tests.fuzz import mutations as m
 from tests.fuzz.verdict import ErrorLog, FuzzFailure, judge
 
@@ -97,7 +98,7 @@ def test_a_logged_crash_is_reported_with_where_it_was_raised() -> None:
     log.addHandler(errors)
     try:
         try:
-            {}["x"]
+            raise KeyError("x")
         except KeyError:
             log.exception("rule %s failed", "r")
         log.warning("not an error")
@@ -124,9 +125,10 @@ def test_tags_land_inside_the_carried_document(tagged: str) -> None:
 
 
 def test_a_tag_mutation_adds_the_carrier_a_pod_lacks() -> None:
-    review = m.admission_review("CREATE", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}, uid="u")
+    review = admission_review("CREATE", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}, uid="u")
     path = m._carrier_target(review)
     assert path == ("request", "object", "metadata", "annotations", LOAD_AFFINITY)
     added = m._ensure(review, path, "x")
+    assert added is not None
     assert added["request"]["object"]["metadata"] == {"name": "p", "annotations": {LOAD_AFFINITY: "x"}}
     assert "annotations" not in review["request"]["object"]["metadata"], "the seed is never changed in place"

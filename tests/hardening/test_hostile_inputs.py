@@ -10,10 +10,7 @@ from flask.testing import FlaskClient
 from rules.policy import parse_policy_text
 from tests.hardening.answers import RecordProperty, judge
 from tests.hardening.hostile import CASES, OWN_NAMESPACE, Case
-from tests.support import EXAMPLES
-from webhook.app.endpoints import create_app
-from webhook.runtime import Runtime
-from webhook.state.static import load_static_state
+from tests.support import EXAMPLES, app_client, example_runtime
 
 #: Far above any honest answer (milliseconds) and far below what the quadratic checks took (about a minute).
 SLOW = 10.0
@@ -22,8 +19,7 @@ SLOW = 10.0
 @pytest.fixture(scope="module")
 def client() -> FlaskClient:
     policy = parse_policy_text((EXAMPLES / "policy-velero-source.yaml").read_text())  # so /validate reads Velero's
-    view = load_static_state([EXAMPLES / "cluster.yaml"])
-    return create_app(Runtime(policy=policy, view=view, namespace=OWN_NAMESPACE)).test_client()
+    return app_client(example_runtime(policy, OWN_NAMESPACE))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

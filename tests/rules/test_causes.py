@@ -16,12 +16,14 @@ from rules.causes import CAUSES, CDI_WORKER, CODES, Stuck, duration, stuck_cause
 from rules.cluster import LookupFailed
 from rules.kube.tolerations import tolerates
 from rules.model import Json, Subject
-from tests.support import DATA, ROOT, load_yaml, policy, validate_strict, view_from
+from tests.support import DATA, ROOT, load_yaml, policy, table_cases, validate_strict, view_from
 from webhook.state.index import ClusterIndex, claims_of, trim
+
+CAUSES_KEYS = {"cause", "name", "policy", "says", "source", "state", "stuck"}
 
 TABLE = load_yaml(DATA / "audit" / "causes.yaml")
 NOW = datetime.fromisoformat(TABLE["now"])
-CASES = [pytest.param(case, id=case["name"]) for case in TABLE["cases"]]
+CASES = table_cases(DATA / "audit" / "causes.yaml", CAUSES_KEYS, section="cases", sourced=True)
 #: The causes of the cases whose stuck pod mounts a claim: the only pods the server's index keeps, so the ones the
 #: in-server audit counts (tests/webhook/test_auditloop.py, tests/e2e/test_stuck_pods.py).
 INDEXED_CAUSES = {

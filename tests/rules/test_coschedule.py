@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from rules.model import Json, Severity
-from tests.support import DATA, check_table_case, load_yaml, policy, table_cases, view_from
+from tests.support import DATA, check_table_case, load_yaml, merged, policy, table_cases, view_from
 
 CASES_DIR = DATA / "coschedule"
 LIBRARY = load_yaml(CASES_DIR / "library.yaml")
@@ -17,16 +17,6 @@ CASE_KEYS = {
     "name", "why", "state", "policy", "mover", "job", "patch", "warnings", "violations",
     "validation_warnings", "reasons", "audit",
 }  # fmt: skip
-
-
-def merged(base: Any, override: Any) -> Any:
-    """Maps merge recursively, anything else replaces (so a case can swap a pod's whole volume list)."""
-    if isinstance(base, dict) and isinstance(override, dict):
-        out = copy.deepcopy(base)
-        for key, value in override.items():
-            out[key] = merged(base.get(key), value) if key in base else copy.deepcopy(value)
-        return out
-    return copy.deepcopy(override)
 
 
 def shorthand_pod(spec: Json) -> Json:

@@ -35,7 +35,7 @@ def pod_from_template(job: Json) -> Json:
 
 
 def mover_job() -> Json:
-    job = copy.deepcopy(LIBRARY["job"])
+    job: Json = copy.deepcopy(LIBRARY["job"])
     job["spec"]["template"]["spec"]["affinity"] = {
         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [USER_TERM]}}
     }
@@ -43,9 +43,10 @@ def mover_job() -> Json:
 
 
 def required(pod: Json) -> list[Json]:
-    return pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+    terms: list[Json] = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
     ]
+    return terms
 
 
 def test_pod_of_a_placed_job_follows_the_anchor_to_its_new_node() -> None:

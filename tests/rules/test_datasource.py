@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from rules.model import Json
-from tests.rules.test_coschedule import merged
-from tests.support import DATA, check_table_case, load_yaml, policy, table_cases, view_from
+from tests.support import DATA, check_table_case, load_yaml, merged, policy, table_cases, view_from
 
 CASES_DIR = DATA / "datasource"
 LIBRARY = load_yaml(CASES_DIR / "library.yaml")

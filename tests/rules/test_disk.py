@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from rules import pipeline
 from rules.checks.disk import split_list
 from rules.model import Json
-from tests.support import DATA, load_yaml, policy, subject, validate_strict, view_from
+from tests.support import DATA, load_yaml, policy, subject, table_cases, validate_strict, view_from
+
+DISK_KEYS = {
+    "annotations", "kind", "labels", "name", "namespace", "object", "old_annotations", "operation", "statefulset",
+    "violations", "volumes", "warnings"
+}  # fmt: skip
 
 TABLES = sorted((DATA / "disk").glob("*.yaml"))
+CASES = table_cases(DATA / "disk", DISK_KEYS, section="cases")
 
 
 def build(case: Json) -> Json:
@@ -57,14 +61,6 @@ def statefulset_pod(sts: Json, ordinal: int = 0, namespace: str = "default") -> 
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
-def cases() -> list[Any]:
-    out = []
-    for table in TABLES:
-        for case in load_yaml(table)["cases"]:
-            out.append(pytest.param(case, id=f"{Path(table).stem}: {case['name']}"))
-    return out
-
-
 def old_object(case: Json, obj: Json) -> Json | None:
     """The object before an UPDATE: `obj` with the case's `old_annotations` (null: none), or None for a CREATE."""
     if "old_annotations" not in case:
@@ -76,7 +72,7 @@ def old_object(case: Json, obj: Json) -> Json | None:
     return old
 
 
-@pytest.mark.parametrize("case", cases())
+@pytest.mark.parametrize("case", CASES)
 def test_disk_table(case: Json) -> None:
     if "statefulset" in case:
         validate_strict(case["statefulset"])

@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from rules.model import Json
-from tests.support import DATA, dig, load_yaml, mutate_checked, policy, view_from
+from tests.support import DATA, dig, load_yaml, mutate_checked, policy, table_cases, view_from
+
+MUTATION_KEYS = {"cluster", "expect", "name", "pod", "policy", "source", "why"}
+POLICY_KEYS = {"doc", "name", "problems"}
+POLICY_CONFIG_MAP_KEYS = {"doc", "name", "warnings"}
+POD_ANNOTATIONS_KEYS = {"annotations", "name", "role", "violations", "warnings"}
 
 TABLE = load_yaml(DATA / "loadaffinity" / "mutation.yaml")
 CLUSTER = load_yaml(DATA / "loadaffinity" / "cluster.yaml")
@@ -51,7 +56,7 @@ def pod_of(obj: Json) -> Json:
     return obj["spec"]["template"] if obj["kind"] == "Job" else obj
 
 
-@pytest.mark.parametrize("case", TABLE["cases"], ids=[c["name"] for c in TABLE["cases"]])
+@pytest.mark.parametrize("case", table_cases(DATA / "loadaffinity" / "mutation.yaml", MUTATION_KEYS, section="cases"))
 def test_mutation(case: Json) -> None:
     obj = build(case["pod"])
     view = view_from(*CLUSTER, *(case.get("cluster") or ()))
@@ -109,7 +114,7 @@ def test_lookup_failure_is_contained() -> None:
 VALIDATION = load_yaml(DATA / "loadaffinity" / "validation.yaml")
 
 
-@pytest.mark.parametrize("case", VALIDATION["policy"], ids=[c["name"] for c in VALIDATION["policy"]])
+@pytest.mark.parametrize("case", table_cases(DATA / "loadaffinity" / "validation.yaml", POLICY_KEYS, section="policy"))
 def test_policy_load_affinity_problems(case: Json) -> None:
     from rules.policy import policy_problems
 
@@ -117,7 +122,7 @@ def test_policy_load_affinity_problems(case: Json) -> None:
 
 
 @pytest.mark.parametrize(
-    "case", VALIDATION["policy_config_map"], ids=[c["name"] for c in VALIDATION["policy_config_map"]]
+    "case", table_cases(DATA / "loadaffinity" / "validation.yaml", POLICY_CONFIG_MAP_KEYS, section="policy_config_map")
 )
 def test_policy_config_map_cluster_warnings(case: Json) -> None:
     import yaml
@@ -140,7 +145,9 @@ def test_policy_config_map_cluster_warnings(case: Json) -> None:
     assert decision.warnings == case["warnings"]
 
 
-@pytest.mark.parametrize("case", VALIDATION["pod_annotations"], ids=[c["name"] for c in VALIDATION["pod_annotations"]])
+@pytest.mark.parametrize(
+    "case", table_cases(DATA / "loadaffinity" / "validation.yaml", POD_ANNOTATIONS_KEYS, section="pod_annotations")
+)
 def test_pod_annotation_validation(case: Json) -> None:
     from rules import pipeline
     from tests.support import subject

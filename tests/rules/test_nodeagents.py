@@ -11,7 +11,9 @@ from rules.annotations import NODE_AGENT_RESTRICTED
 from rules.loadaffinity.nodeagents import node_agent_ready
 from rules.model import Json
 from testkit import velero
-from tests.support import DATA, dig, load_yaml, mutate_checked, policy, view_from
+from tests.support import DATA, dig, load_yaml, mutate_checked, policy, table_cases, view_from
+
+NODEAGENTS_KEYS = {"agent_namespace", "agents", "cluster", "expect", "name", "other_agents", "pod", "policy", "source"}
 
 TABLE = load_yaml(DATA / "loadaffinity" / "nodeagents.yaml")
 CLUSTER = load_yaml(DATA / "loadaffinity" / "cluster.yaml")
@@ -41,7 +43,9 @@ def agents(case: Json) -> list[Json]:
     return pods
 
 
-@pytest.mark.parametrize("case", TABLE["cases"], ids=[c["name"] for c in TABLE["cases"]])
+@pytest.mark.parametrize(
+    "case", table_cases(DATA / "loadaffinity" / "nodeagents.yaml", NODEAGENTS_KEYS, section="cases")
+)
 def test_node_agents(case: Json) -> None:
     pod = exposer_pod(case.get("pod") or {})
     view = view_from(*CLUSTER, *TABLE["nodes"], *TABLE["claims"], *(case.get("cluster") or ()), *agents(case))

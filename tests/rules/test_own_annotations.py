@@ -7,12 +7,12 @@ import pytest
 from rules import pipeline
 from rules.annotations import annotation_problems
 from rules.messages import denial_message
-from tests.support import DATA, load_yaml, policy, subject, view_from
+from tests.support import DATA, policy, subject, table_cases, view_from
 
-CASES = load_yaml(DATA / "own_annotations.yaml")
+OWN_ANNOTATIONS_KEYS = {"annotations", "findings", "name"}
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c["name"])
+@pytest.mark.parametrize("case", table_cases(DATA / "own_annotations.yaml", OWN_ANNOTATIONS_KEYS))
 def test_own_annotation_findings(case: dict[str, Any]) -> None:
     assert annotation_problems(case["annotations"]) == [tuple(f) for f in case["findings"]]
 

@@ -4,6 +4,7 @@ import copy
 
 import jsonpatch
 
+from rules.model import Json
 from rules.patch import PatchBuilder
 
 
@@ -43,7 +44,7 @@ def test_no_op_writes_produce_no_patch() -> None:
 
 
 def test_reads_see_earlier_writes_and_scopes_share_them() -> None:
-    doc = {"spec": {"template": {"spec": {}}}}
+    doc: Json = {"spec": {"template": {"spec": {}}}}
     root = PatchBuilder(doc)
     template = root.scoped(("spec", "template"))
     template.set("spec", "nodeSelector", value={"a": "b"})

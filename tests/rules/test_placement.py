@@ -12,18 +12,19 @@ from rules.checks.placement import LocalVolume, local_volumes
 from rules.kube.nodeaffinity import pod_fits_node, terms_match, volume_terms_match
 from rules.kube.volumes import claim_volumes
 from rules.model import Json
-from tests.support import DATA, load_yaml, mutate_checked, policy, subject, validate_strict, view_from
+from tests.support import DATA, load_yaml, mutate_checked, policy, subject, table_cases, validate_strict, view_from
+
+NODE_AFFINITY_KEYS = {"matches", "name", "node", "pod_fits", "terms"}
+CONSISTENCY_KEYS = {"name", "namespace", "no_nodes", "spec", "violations", "warnings"}
 
 AFFINITY = load_yaml(DATA / "placement" / "node_affinity.yaml")
 CONSISTENCY = load_yaml(DATA / "placement" / "consistency.yaml")
 NODES: dict[str, Json] = AFFINITY["nodes"]
 
 
-def params(table: Json) -> list[Any]:
-    return [pytest.param(case, id=case["name"]) for case in table["cases"]]
-
-
-@pytest.mark.parametrize("case", params(AFFINITY))
+@pytest.mark.parametrize(
+    "case", table_cases(DATA / "placement" / "node_affinity.yaml", NODE_AFFINITY_KEYS, section="cases")
+)
 def test_node_affinity_table(case: Json) -> None:
     node = NODES[case.get("node", "a")]
     assert terms_match(case["terms"], node) is case["matches"]
@@ -108,7 +109,9 @@ def test_cluster_objects_are_valid() -> None:
         validate_strict(obj)
 
 
-@pytest.mark.parametrize("case", params(CONSISTENCY))
+@pytest.mark.parametrize(
+    "case", table_cases(DATA / "placement" / "consistency.yaml", CONSISTENCY_KEYS, section="cases")
+)
 def test_consistency_table(case: Json) -> None:
     obj = pod(case["spec"], case.get("namespace", "shop"))
     validate_strict(obj)

@@ -13,18 +13,19 @@ from rules.policy import (
     policy_from_document,
     policy_problems,
 )
-from tests.support import DATA, load_yaml
+from tests.support import DATA, table_cases
 
-CASES = load_yaml(DATA / "policy" / "cases.yaml")
+VALID_KEYS = {"name", "policy"}
+INVALID_KEYS = {"name", "policy", "problems"}
 
 
-@pytest.mark.parametrize("case", CASES["valid"], ids=lambda c: c["name"])
+@pytest.mark.parametrize("case", table_cases(DATA / "policy" / "cases.yaml", VALID_KEYS, section="valid"))
 def test_valid_policies_load(case: dict[str, Any]) -> None:
     assert policy_problems(case["policy"]) == []
     policy_from_document(case["policy"])
 
 
-@pytest.mark.parametrize("case", CASES["invalid"], ids=lambda c: c["name"])
+@pytest.mark.parametrize("case", table_cases(DATA / "policy" / "cases.yaml", INVALID_KEYS, section="invalid"))
 def test_invalid_policies_report_every_problem_with_its_path(case: dict[str, Any]) -> None:
     expected = [tuple(p) for p in case["problems"]]
     assert policy_problems(case["policy"]) == expected

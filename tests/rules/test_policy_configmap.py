@@ -3,17 +3,16 @@ with every error."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from rules import pipeline
 from rules.messages import denial_message
 from rules.model import Json
 from rules.policy import POLICY_LABEL, policy_from_config_map
-from tests.support import DATA, load_yaml, policy, subject, validate_strict, view_from
+from tests.support import DATA, policy, subject, table_cases, validate_strict, view_from
 
-TABLE = load_yaml(DATA / "policy_configmap" / "configmaps.yaml")
+CONFIGMAPS_KEYS = {"data", "labels", "message", "name", "operation", "policy", "violations"}
+
 GOOD: Json = {
     "apiVersion": "v1",
     "kind": "ConfigMap",
@@ -39,11 +38,9 @@ def config_map(case: Json) -> Json:
     return cm
 
 
-def params() -> list[Any]:
-    return [pytest.param(case, id=case["name"]) for case in TABLE["cases"]]
-
-
-@pytest.mark.parametrize("case", params())
+@pytest.mark.parametrize(
+    "case", table_cases(DATA / "policy_configmap" / "configmaps.yaml", CONFIGMAPS_KEYS, section="cases")
+)
 def test_policy_config_map_table(case: Json) -> None:
     cm = config_map(case)
     validate_strict(cm)

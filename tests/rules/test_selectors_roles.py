@@ -6,10 +6,13 @@ import pytest
 
 from rules.kube.selectors import selector_matches, selector_problems
 from rules.roles import classify
-from tests.support import DATA, load_yaml, policy
+from tests.support import DATA, policy, table_cases
+
+SELECTORS_KEYS = {"labels", "match", "name", "selector"}
+ROLES_KEYS = {"annotations", "exempt", "labels", "name", "namespace", "reason", "role"}
 
 
-@pytest.mark.parametrize("case", load_yaml(DATA / "selectors.yaml"), ids=lambda c: c["name"])
+@pytest.mark.parametrize("case", table_cases(DATA / "selectors.yaml", SELECTORS_KEYS))
 def test_label_selector_semantics(case: dict[str, Any]) -> None:
     assert selector_problems(case["selector"], "s") == []
     assert selector_matches(case["selector"], case["labels"]) is case["match"]
@@ -36,7 +39,7 @@ def test_selector_problems(selector: Any, problems: list[tuple[str, str]]) -> No
     assert selector_problems(selector, "s") == problems
 
 
-@pytest.mark.parametrize("case", load_yaml(DATA / "roles.yaml"), ids=lambda c: c["name"])
+@pytest.mark.parametrize("case", table_cases(DATA / "roles.yaml", ROLES_KEYS))
 def test_role_classification(case: dict[str, Any]) -> None:
     metadata = {"labels": case.get("labels") or {}, "annotations": case.get("annotations") or {}}
     decision = classify(metadata, case.get("namespace", "apps"), policy(), own_namespace="storage-affinity")

@@ -11,7 +11,10 @@ from rules import pipeline
 from rules.loadaffinity.velero import VeleroConfigError, config_document, read_config
 from rules.messages import denial_message
 from rules.model import Json
-from tests.support import DATA, EXAMPLES, load_yaml, policy, subject, view_from
+from tests.support import DATA, EXAMPLES, load_yaml, policy, subject, table_cases, view_from
+
+INVALID_KEYS = {"config", "data", "name", "violations", "warnings"}
+VALID_KEYS = {"config", "name", "warnings"}
 
 TABLE = load_yaml(DATA / "loadaffinity" / "validation.yaml")
 CLUSTER = load_yaml(DATA / "loadaffinity" / "cluster.yaml")
@@ -28,7 +31,9 @@ def validate(obj: Json, doc: Json | None = None, operation: str = "CREATE") -> A
     return pipeline.validate(subject(obj, operation, old), view_from(*CLUSTER), policy(SOURCE if doc is None else doc))
 
 
-@pytest.mark.parametrize("case", TABLE["invalid"], ids=[c["name"] for c in TABLE["invalid"]])
+@pytest.mark.parametrize(
+    "case", table_cases(DATA / "loadaffinity" / "validation.yaml", INVALID_KEYS, section="invalid")
+)
 def test_invalid_config_map_is_denied_with_every_error(case: Json) -> None:
     decision = validate(config_map(case))
     assert not decision.allowed
@@ -37,7 +42,7 @@ def test_invalid_config_map_is_denied_with_every_error(case: Json) -> None:
     assert all(f.family == "loadAffinity" for f in decision.findings)
 
 
-@pytest.mark.parametrize("case", TABLE["valid"], ids=[c["name"] for c in TABLE["valid"]])
+@pytest.mark.parametrize("case", table_cases(DATA / "loadaffinity" / "validation.yaml", VALID_KEYS, section="valid"))
 def test_valid_config_map_passes(case: Json) -> None:
     decision = validate(config_map(case))
     assert decision.allowed

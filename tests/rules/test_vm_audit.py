@@ -12,9 +12,10 @@ import pytest
 from rules.audit import audit_objects
 from rules.model import Json
 from rules.policy import default_policy
-from tests.support import DATA, load_yaml, view_from
+from tests.support import DATA, load_yaml, table_cases, view_from
 
-CASES = load_yaml(DATA / "vmaudit" / "disks.yaml")
+DISKS_KEYS = {"findings", "name", "pv_node", "source", "state"}
+
 LIBRARY = load_yaml(DATA / "datasource" / "library.yaml")
 
 
@@ -64,7 +65,7 @@ def cluster(pv_node: str) -> list[Json]:
     return objects
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c["name"])
+@pytest.mark.parametrize("case", table_cases(DATA / "vmaudit" / "disks.yaml", DISKS_KEYS, sourced=True))
 def test_vm_disk_audit(case: dict[str, Any]) -> None:
     assert case["source"]
     objects = cluster(case["pv_node"]) + copy.deepcopy(case.get("state", []))

@@ -9,12 +9,12 @@ import pytest
 from rules.kube.nodeaffinity import and_terms
 from rules.kube.volumes import claim_volumes, node_local_terms, storage_class_of
 from rules.model import Json
-from tests.support import DATA, load_yaml, view_from
+from tests.support import DATA, table_cases, view_from
 
-CASES = load_yaml(DATA / "volumes" / "classes.yaml")
+CLASSES_KEYS = {"expected", "name", "pod", "state"}
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+@pytest.mark.parametrize("case", table_cases(DATA / "volumes" / "classes.yaml", CLASSES_KEYS))
 def test_classes(case: Json) -> None:
     view = view_from(*case.get("state", ()))
     pod = case["pod"]

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import gc
 
+from rules.model import Json
 from tests.state.objects import pod, pv, pvc
 from webhook.state.index import ClusterIndex, bulk_ingest, trim
 
 TOLERATIONS = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]
 
 
-def replica(name: str) -> dict[str, object]:
+def replica(name: str) -> Json:
     obj = pod(name, claim=f"data-{name}", node="n1")
-    obj["metadata"].update(  # type: ignore[attr-defined]
+    obj["metadata"].update(
         uid=f"uid-{name}",
         resourceVersion="42",
         creationTimestamp="2026-11-21T08:00:00Z",
@@ -20,7 +21,7 @@ def replica(name: str) -> dict[str, object]:
         annotations={"storage-affinity.io/placement": "nodeName", "kubectl.kubernetes.io/last-applied": "{...}"},
         managedFields=[{"manager": "kubectl"}],
     )
-    obj["spec"]["tolerations"] = [dict(t) for t in TOLERATIONS]  # type: ignore[index]
+    obj["spec"]["tolerations"] = [dict(t) for t in TOLERATIONS]
     return obj
 
 
@@ -54,11 +55,11 @@ def test_equal_values_of_different_objects_are_one_object() -> None:
 
 
 def test_pv_node_affinity_is_shared_and_claims_and_labels_are_not_kept_twice() -> None:
-    def local(name: str) -> dict[str, object]:
+    def local(name: str) -> Json:
         obj = pv(name)
-        obj["metadata"]["labels"] = {"topology.kubernetes.io/zone": "a"}  # type: ignore[index]
+        obj["metadata"]["labels"] = {"topology.kubernetes.io/zone": "a"}
         term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}
-        obj["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [term]}}  # type: ignore[index]
+        obj["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [term]}}
         return obj
 
     a, b = trim(local("pv-a")), trim(local("pv-b"))

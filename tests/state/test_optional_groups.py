@@ -9,6 +9,7 @@ import time
 from rules.model import Json
 from testkit.fakeapi import OPTIONAL_GROUPS, FakeKubeAPI
 from tests.state.conftest import Live, eventually
+from tests.support import dig
 
 
 def snapshot(name: str = "snap-1", claim: str = "db") -> Json:
@@ -63,7 +64,7 @@ def test_served_groups_are_listed_and_watched(fake_api: FakeKubeAPI, live: Live)
 
     eventually(lambda: state.volume_snapshot("apps", "snap-1"), what="the snapshot listed")
     eventually(runtime.ready, what="ready with every optional group synced")
-    assert state.volume_snapshot_content("content-snap-1")["spec"]["driver"] == "topolvm.io"  # type: ignore[index]
+    assert dig(state.volume_snapshot_content("content-snap-1"), "spec", "driver") == "topolvm.io"
     assert [v["metadata"]["name"] for v in state.virtual_machines_using("apps", "fedora-root")] == ["fedora"]
     assert runtime.readiness()["snapshot.storage.k8s.io"] == "ok"
     assert runtime.readiness()["cdi.kubevirt.io"] == "ok"

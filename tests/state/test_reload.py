@@ -15,7 +15,7 @@ from testkit.fakeapi import FakeKubeAPI
 from testkit.reviews import admission_review
 from tests.state.conftest import NAMESPACE, Live, eventually
 from tests.state.objects import pod, policy_map, velero_map
-from webhook.app.endpoints import create_app
+from tests.support import app_client
 from webhook.policy.lastgood import FILE_NAME, Kept, ReplicaPolicy
 
 SOURCE = f"ConfigMap {NAMESPACE}/storage-affinity-policy"
@@ -144,9 +144,9 @@ def test_api_down_follows_on_lookup_failure_and_fails_readiness(
     # no policy ConfigMap to read: the base policy is in effect from the start (with one, there would be no policy
     # until it is read, and reviews would get 503)
     _, runtime = live(base=policy_from_document({"onLookupFailure": action}), policy_configmap="")
-    client = create_app(runtime).test_client()
+    client = app_client(runtime)
     mover = pod("mover", claim="data")
-    mover["metadata"]["annotations"] = {"storage-affinity.io/role": "mover"}  # type: ignore[index]
+    mover["metadata"]["annotations"] = {"storage-affinity.io/role": "mover"}
     before = lookup_failures(action)
 
     response = client.post("/mutate", json=review(mover)).get_json()["response"]
@@ -236,8 +236,8 @@ def test_with_no_valid_policy_ever_a_worker_has_none_and_refuses_reviews(
         f'no valid policy: {why}; refused: {SOURCE} data[policy.yaml].enforcement: "maybe" is not one of deny, warn'
     )
     assert not runtime.ready()
-    response = create_app(runtime).test_client().post("/mutate", json=review(pod("mover")))
-    assert (response.status_code, response.get_data(as_text=True)) == (503, runtime.unavailable() + "\n")
+    response = app_client(runtime).post("/mutate", json=review(pod("mover")))
+    assert (response.status_code, response.get_data(as_text=True)) == (503, f"{runtime.unavailable()}\n")
 
     fake_api.update(policy_map({"enforcement": "warn"}))
     eventually(lambda: runtime.ready() and runtime.policy.enforcement == "warn")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rules.audit import STUCK, AuditFinding, ObjectAudit
+from rules.model import Json
 from rules.reports import MANAGED_BY, REPORT_NAME, SOURCE
 from testkit.fakeapi import REPORT_GROUPS, FakeKubeAPI
 from tests.rules.test_reports import MULTI_ATTACH, audited
@@ -30,7 +31,7 @@ def writes(fake: FakeKubeAPI, kind: str = "Report") -> int:
     return sum(fake.count(method, kind) for method in ("POST", "PUT", "DELETE"))
 
 
-def stored(fake: FakeKubeAPI, kind: str = "Report") -> dict[tuple[str, str], dict[str, object]]:
+def stored(fake: FakeKubeAPI, kind: str = "Report") -> dict[tuple[str, str], Json]:
     plural = {"Report": "reports", "PolicyReport": "policyreports"}[kind]
     return {(ns, name): obj for (p, ns, name), obj in fake._objects.items() if p == plural}
 
@@ -166,6 +167,8 @@ def test_only_the_worker_with_the_audit_lock_competes_and_only_the_holder_writes
         assert not [r for r in fake_api.requests if r.agent == "second" and "leases" in r.path]
     finally:
         first.lease.release()
+        if first._lock is not None:  # a worker holds it until it exits; the test closes it
+            first._lock.close()
 
 
 def test_ten_thousand_findings_writes_per_run(fake_api: FakeKubeAPI, tmp_path: Path) -> None:

@@ -7,19 +7,9 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from rules.policy import default_policy
 from testkit.reviews import admission_review
-from tests.support import EXAMPLES, fixtures, load_yaml
+from tests.support import EXAMPLES, SMALL_BODY, app_client, example_runtime, fixtures, load_yaml
 from tests.webhook.review_checks import check_response
-from webhook.app.endpoints import create_app
-from webhook.runtime import Runtime
-from webhook.state.static import load_static_state
-
-
-@pytest.fixture
-def client() -> FlaskClient:
-    runtime = Runtime(policy=default_policy(), view=load_static_state([EXAMPLES / "cluster.yaml"]), namespace="saw")
-    return create_app(runtime, max_body=64 * 1024, trivial_endpoint=True).test_client()
 
 
 def post(client: FlaskClient, endpoint: str, body: Any) -> Any:
@@ -55,7 +45,7 @@ def _mover_review() -> dict[str, Any]:
         (b"{", 400, "request body is not JSON"),
         ({"apiVersion": "v1", "kind": "Pod"}, 400, 'request body is not an AdmissionReview: kind is "Pod"'),
         ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}, 400, "AdmissionReview has no request"),
-        (b"x" * (64 * 1024 + 1), 413, "request body is larger than the limit of 65536 bytes"),
+        (b"x" * (SMALL_BODY + 1), 413, f"request body is larger than the limit of {SMALL_BODY} bytes"),
     ],
 )
 @pytest.mark.parametrize("endpoint", ["mutate", "validate"])
@@ -123,12 +113,9 @@ def test_a_failing_validator_fails_closed_unless_enforcement_is_warn(
         raise ValueError("boom")
 
     monkeypatch.setattr(registry, "POD_VALIDATORS", [broken])
-    runtime = Runtime(
-        policy=policy_from_document({"enforcement": enforcement}),
-        view=load_static_state([EXAMPLES / "cluster.yaml"]),
-        namespace="saw",
+    answer = post(
+        app_client(example_runtime(policy_from_document({"enforcement": enforcement}))), "validate", _mover_review()
     )
-    answer = post(create_app(runtime).test_client(), "validate", _mover_review())
     assert answer.status_code == 200
     response = answer.get_json()["response"]
     assert response["allowed"] is allowed
@@ -188,8 +175,7 @@ def test_a_review_answer_carries_its_length_and_type(client: FlaskClient) -> Non
 
 
 def _logging_client(log_reviews: bool) -> FlaskClient:
-    runtime = Runtime(policy=default_policy(), view=load_static_state([EXAMPLES / "cluster.yaml"]), namespace="saw")
-    return create_app(runtime, log_reviews=log_reviews).test_client()
+    return app_client(log_reviews=log_reviews)
 
 
 def _review_lines(caplog: pytest.LogCaptureFixture) -> list[str]:

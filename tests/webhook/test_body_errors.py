@@ -7,13 +7,9 @@ import io
 import logging
 
 import pytest
+from flask.testing import FlaskClient
 
-from rules.policy import default_policy
-from tests.support import EXAMPLES
 from webhook.app.body import BodyError, too_large
-from webhook.app.endpoints import create_app
-from webhook.runtime import Runtime
-from webhook.state.static import load_static_state
 
 
 class Unreadable(io.RawIOBase):
@@ -37,10 +33,8 @@ class Unreadable(io.RawIOBase):
     ids=["408", "413-chunk", "400-framing", "400-gone"],
 )
 def test_an_unreadable_body_is_answered_with_its_status_and_one_log_line(
-    error: BodyError, caplog: pytest.LogCaptureFixture
+    client: FlaskClient, error: BodyError, caplog: pytest.LogCaptureFixture
 ) -> None:
-    runtime = Runtime(policy=default_policy(), view=load_static_state([EXAMPLES / "cluster.yaml"]), namespace="saw")
-    client = create_app(runtime).test_client()
     with caplog.at_level(logging.INFO, logger="webhook.app.endpoints"):
         answer = client.post(
             "/mutate",

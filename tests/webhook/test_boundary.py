@@ -14,24 +14,21 @@ import pytest
 from flask.testing import FlaskClient
 
 from testkit.reviews import admission_review
-from tests.support import DATA, EXAMPLES, load_yaml
+from tests.support import DATA, EXAMPLES, app_client, example_runtime, load_yaml, table_cases
 from tests.webhook.review_checks import check_response
-from webhook.app.endpoints import create_app
 from webhook.policy.file import load_policy_file
-from webhook.runtime import Runtime
-from webhook.state.static import load_static_state
+
+REVIEWS_KEYS = {"base", "expect", "name", "raw", "set"}
 
 TABLE = load_yaml(DATA / "boundary" / "reviews.yaml")
-CASES = TABLE["cases"]
 
 
 @pytest.fixture(scope="module")
 def client() -> FlaskClient:
     policy, source = load_policy_file(EXAMPLES / "policy-load-affinity.yaml")
-    runtime = Runtime(
-        policy=policy, view=load_static_state([EXAMPLES / "cluster.yaml"]), namespace="saw", policy_source=source
-    )
-    return create_app(runtime).test_client()
+    runtime = example_runtime(policy)
+    runtime.policy_source = source
+    return app_client(runtime)
 
 
 def value(spec: Any) -> Any:
@@ -64,7 +61,7 @@ def body(case: dict[str, Any]) -> bytes:
 
 
 @pytest.mark.parametrize("endpoint", ["mutate", "validate"])
-@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+@pytest.mark.parametrize("case", table_cases(DATA / "boundary" / "reviews.yaml", REVIEWS_KEYS, section="cases"))
 def test_structural_change_gets_its_exact_answer(client: FlaskClient, case: dict[str, Any], endpoint: str) -> None:
     sent = body(case)
     answer = client.post(f"/{endpoint}", data=sent, content_type="application/json")

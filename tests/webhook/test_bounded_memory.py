@@ -9,27 +9,15 @@ import importlib
 import inspect
 import pkgutil
 
-import pytest
 from flask.testing import FlaskClient
 
 import rules
 import webhook
 from bench.distinct import reviews
 from rules.kube import names
-from rules.policy import default_policy
-from tests.support import EXAMPLES
 from webhook import metrics
-from webhook.app.endpoints import create_app
-from webhook.runtime import Runtime
-from webhook.state.static import load_static_state
 
 DISTINCT = 3_000
-
-
-@pytest.fixture(scope="module")
-def client() -> FlaskClient:
-    runtime = Runtime(policy=default_policy(), view=load_static_state([EXAMPLES / "cluster.yaml"]), namespace="saw")
-    return create_app(runtime).test_client()
 
 
 def _request_series() -> int:

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 import yaml
+from flask.testing import FlaskClient
 
 from rules import pipeline
 from rules.model import Json
 from rules.policy import POLICY_LABEL, Policy, validation_families
 from testkit.reviews import admission_review
-from tests.support import EXAMPLES, ROOT, load_yaml, policy, subject, view_from
+from tests.support import EXAMPLES, ROOT, app_client, load_yaml, policy, subject, view_from
 from webhook.app.codec import WARNING_ADVISED, WARNING_LIMIT, build_response, clip_warnings, request_from_document
-from webhook.app.endpoints import create_app
 from webhook.runtime import Runtime
 from webhook.state.static import load_static_state
 
@@ -107,14 +107,15 @@ ENFORCEMENT = [
 
 
 def review_document(obj: Json, *, dry_run: bool | None = None, operation: str = "CREATE", uid: str = "u-1") -> Json:
-    extra = {} if dry_run is None else {"dryRun": dry_run}
+    extra: Json = {} if dry_run is None else {"dryRun": dry_run}
     return admission_review(operation, obj, uid=uid, userInfo={"username": "kubernetes-admin"}, **extra)
 
 
 def respond(obj: Json, pol: Policy, **kwargs: Any) -> Json:
     request = request_from_document(review_document(obj, **kwargs))
-    decision = pipeline.validate(request.subject(), CLUSTER, pol)
-    return build_response(request, decision, mutating=False)["response"]  # type: ignore[no-any-return]
+    decision = pipeline.validate(request.subject, CLUSTER, pol)
+    response: Json = build_response(request, decision, mutating=False)["response"]
+    return response
 
 
 @pytest.mark.parametrize(("running", "denying"), ENFORCEMENT, ids=[json.dumps(e[0]) for e in ENFORCEMENT])
@@ -202,16 +203,17 @@ def test_warning_only_findings_never_deny() -> None:
 # --- dry run ---------------------------------------------------------------------------------------------
 
 
-def post(client: Any, path: str, document: Json) -> Json:
+def post(client: FlaskClient, path: str, document: Json) -> Json:
     answer = client.post(path, data=json.dumps(document), content_type="application/json")
     assert answer.status_code == 200, answer.get_data(as_text=True)
-    return answer.get_json()  # type: ignore[no-any-return]
+    review: Json = answer.get_json()
+    return review
 
 
 @pytest.fixture
-def client() -> Any:
+def client() -> FlaskClient:
     runtime = Runtime(policy=policy({"validation": {"diskAnnotations": {"enforcement": "warn"}}}), view=CLUSTER)
-    return create_app(runtime).test_client()
+    return app_client(runtime)
 
 
 DRY_RUN_CASES = {
@@ -259,7 +261,7 @@ def test_the_offline_review_agrees_with_the_server(client: Any) -> None:
 
 def test_subject_carries_dry_run_but_no_rule_reads_it() -> None:
     request = request_from_document(review_document(DISK, dry_run=True))
-    assert request.subject().dry_run is True
+    assert request.subject.dry_run is True
     real = pipeline.validate(subject(DISK), view_from(), policy())
-    dry = pipeline.validate(request.subject(), view_from(), policy())
+    dry = pipeline.validate(request.subject, view_from(), policy())
     assert real == dry

@@ -72,7 +72,7 @@ def _cases() -> Iterator[Case]:
             {"role": case["role"], "claims": ["data-kibishii"], "annotations": case["annotations"]}
         )
         yield f"load-affinity-annotation:{case['name']}", list(test_loadaffinity.CLUSTER), None, pod, "CREATE", None
-    for param in test_disk.cases():
+    for param in test_disk.CASES:
         (case,) = param.values
         obj = test_disk.build(case)
         operation = case.get("operation", "CREATE")

@@ -41,28 +41,11 @@ class ReviewError(Exception):
 
 @dataclass(frozen=True)
 class AdmissionRequest:
+    """A decoded review: what the answer must echo (apiVersion, uid) and the object under review."""
+
     api_version: str
     uid: str
-    group: str
-    kind: str
-    operation: str
-    namespace: str
-    name: str
-    obj: Json | None
-    old: Json | None
-    dry_run: bool
-
-    def subject(self) -> Subject:
-        return Subject(
-            kind=self.kind,
-            operation=self.operation,
-            namespace=self.namespace,
-            name=self.name,
-            obj=self.obj,
-            old=self.old,
-            dry_run=self.dry_run,
-            group=self.group,
-        )
+    subject: Subject
 
 
 def decode_review(body: bytes) -> AdmissionRequest:
@@ -118,14 +101,16 @@ def request_from_document(doc: Any) -> AdmissionRequest:
     return AdmissionRequest(
         api_version=str(api_version),
         uid=uid,
-        group=str(kind.get("group") or ""),
-        kind=kind["kind"],
-        operation=operation,
-        namespace=str(request.get("namespace") or ""),
-        name=str(request.get("name") or ""),
-        obj=dict(obj) if obj is not None else None,
-        old=dict(old) if old is not None else None,
-        dry_run=bool(dry_run),
+        subject=Subject(
+            kind=kind["kind"],
+            operation=operation,
+            namespace=str(request.get("namespace") or ""),
+            name=str(request.get("name") or ""),
+            obj=dict(obj) if obj is not None else None,
+            old=dict(old) if old is not None else None,
+            dry_run=bool(dry_run),
+            group=str(kind.get("group") or ""),
+        ),
     )
 
 
@@ -135,7 +120,7 @@ def build_response(request: AdmissionRequest, decision: Decision, *, mutating: b
     if not decision.allowed:
         code, reason = (503, "ServiceUnavailable") if decision.denied_by_failure else (422, "Invalid")
         response["status"] = {"code": code, "reason": reason, "message": denial_message(decision)}
-    elif mutating and decision.patch and request.operation == "CREATE" and request.obj is not None:
+    elif mutating and decision.patch and request.subject.operation == "CREATE" and request.subject.obj is not None:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(dump_json(decision.patch)).decode()
     warnings = clip_warnings(decision.warnings)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
@@ -35,11 +36,11 @@ Handler = Callable[[AdmissionRequest, Runtime], Decision]
 
 
 def _mutate(req: AdmissionRequest, rt: Runtime) -> Decision:
-    return pipeline.mutate(req.subject(), rt.view, rt.policy, rt.namespace)
+    return pipeline.mutate(req.subject, rt.view, rt.policy, rt.namespace)
 
 
 def _validate(req: AdmissionRequest, rt: Runtime) -> Decision:
-    return pipeline.validate(req.subject(), rt.view, rt.policy, rt.namespace)
+    return pipeline.validate(req.subject, rt.view, rt.policy, rt.namespace)
 
 
 def _allow(req: AdmissionRequest, rt: Runtime) -> Decision:
@@ -47,9 +48,17 @@ def _allow(req: AdmissionRequest, rt: Runtime) -> Decision:
     return Decision()
 
 
-ENDPOINTS: dict[str, tuple[Handler, bool]] = {
-    "mutate": (_mutate, True),
-    "validate": (_validate, False),
+@dataclass(frozen=True)
+class Endpoint:
+    """A review endpoint: served at `/<name>`; only a mutating one may answer with a patch."""
+
+    name: str
+    handler: Handler
+    mutating: bool
+
+
+ENDPOINTS: dict[str, Endpoint] = {
+    endpoint.name: endpoint for endpoint in (Endpoint("mutate", _mutate, True), Endpoint("validate", _validate, False))
 }
 
 
@@ -68,7 +77,7 @@ def create_app(
     app.extensions["runtime"] = runtime
     endpoints = dict(ENDPOINTS)
     if trivial_endpoint:
-        endpoints["allow"] = (_allow, False)
+        endpoints["allow"] = Endpoint("allow", _allow, False)
 
     for name in endpoints:
         # Registered so that Flask answers other methods with 405; a POST never reaches this view.
@@ -118,14 +127,14 @@ class ReviewEndpoints:
     def __init__(
         self,
         app: Callable[..., Any],
-        endpoints: dict[str, tuple[Handler, bool]],
+        endpoints: dict[str, Endpoint],
         runtime: Runtime,
         max_body: int,
         *,
         log_reviews: bool = False,
     ) -> None:
         self.app = app
-        self.endpoints = {f"/{name}": (name, handler, mutating) for name, (handler, mutating) in endpoints.items()}
+        self.endpoints = {f"/{endpoint.name}": endpoint for endpoint in endpoints.values()}
         self.runtime = runtime
         self.max_body = max_body
         self.log_reviews = log_reviews
@@ -134,11 +143,10 @@ class ReviewEndpoints:
         endpoint = self.endpoints.get(environ.get("PATH_INFO", ""))
         if endpoint is None or environ.get("REQUEST_METHOD") != "POST":
             return self.app(environ, start_response)  # type: ignore[no-any-return]
-        name, handler, mutating = endpoint
         try:
-            status, body, content_type = self.answer(name, handler, mutating, environ)
+            status, body, content_type = self.answer(endpoint, environ)
         except Exception:  # a bug here must still be answered, as Flask would: 500, and the traceback logged
-            log.exception("review %s failed", name)
+            log.exception("review %s failed", endpoint.name)
             status, body, content_type = _error("internal error", 500)
         start_response(
             _STATUS_LINES[status],
@@ -146,7 +154,8 @@ class ReviewEndpoints:
         )
         return [body]
 
-    def answer(self, name: str, handler: Handler, mutating: bool, environ: dict[str, Any]) -> Answer:
+    def answer(self, endpoint: Endpoint, environ: dict[str, Any]) -> Answer:
+        name = endpoint.name
         started = time.perf_counter()
         runtime = self.runtime
         if (unavailable := runtime.unavailable()) is not None:
@@ -167,17 +176,17 @@ class ReviewEndpoints:
             metrics.BAD_REQUESTS.labels(name, str(exc.status)).inc()
             return _error(exc.message, exc.status)
         try:
-            decision = handler(req, runtime)
+            decision = endpoint.handler(req, runtime)
         except BadObject as exc:
             metrics.BAD_REQUESTS.labels(name, "400").inc()
             return _error(exc.text(f"request.{exc.source}"), 400)
-        document = build_response(req, decision, mutating=mutating)
+        document = build_response(req, decision, mutating=endpoint.mutating)
         outcome = _outcome(document)
         for rule in decision.rule_errors:
             metrics.RULE_ERRORS.labels(name, rule).inc()
         if decision.failure:
             metrics.LOOKUP_FAILURES.labels(name, runtime.policy.on_lookup_failure).inc()
-        metrics.REQUESTS.labels(name, req.kind, req.operation, outcome).inc()
+        metrics.REQUESTS.labels(name, req.subject.kind, req.subject.operation, outcome).inc()
         elapsed = time.perf_counter() - started
         metrics.DURATION.labels(name).observe(elapsed)
         if self.log_reviews:
@@ -193,10 +202,12 @@ def review_line(
     `review mutate Pod shop/mover-1 CREATE: allowed, 3 patch ops, 1 warning, 0.8 ms`; a name the API server has
     not generated yet shows as the object's `generateName` and `*`. Names come from the body: escaped."""
     response = document["response"]
-    meta = (req.obj or req.old or {}).get("metadata")
+    subject = req.subject
+    meta = (subject.obj or subject.old or {}).get("metadata")
     generate = meta.get("generateName") if isinstance(meta, dict) else None
-    name = req.name or (f"{generate}*" if isinstance(generate, str) and generate else "-")
-    who = escaped(f"{req.kind} {req.namespace + '/' if req.namespace else ''}{name} {req.operation}")
+    name = subject.name or (f"{generate}*" if isinstance(generate, str) and generate else "-")
+    namespace = f"{subject.namespace}/" if subject.namespace else ""
+    who = escaped(f"{subject.kind} {namespace}{name} {subject.operation}")
     ops = len(decision.patch) if "patch" in response else 0
     warnings = len(response.get("warnings") or ())
     verdict = "allowed" if response["allowed"] else "denied"

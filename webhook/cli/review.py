@@ -69,12 +69,12 @@ def as_request(doc: Any) -> AdmissionRequest:
 def review(request: AdmissionRequest, policy: Policy, view: ClusterView, own_namespace: str = "") -> ReviewResult:
     """Mutate, apply the patch (as the API server would), then validate the result. A kind no rule checks is
     ReviewError: an empty answer would read as a pass."""
-    if request.kind not in pipeline.VALIDATED_KINDS:
+    if request.subject.kind not in pipeline.VALIDATED_KINDS:
         checked = ", ".join(pipeline.VALIDATED_KINDS)
         raise ReviewError(
-            f"kind {json.dumps(request.kind)} is not reviewed: no rule checks it (review checks {checked})"
+            f"kind {json.dumps(request.subject.kind)} is not reviewed: no rule checks it (review checks {checked})"
         )
-    chain = pipeline.mutate_then_validate(request.subject(), view, policy, own_namespace)
+    chain = pipeline.mutate_then_validate(request.subject, view, policy, own_namespace)
     mutation, validation = chain.mutation, chain.validation
     warnings = [escaped(w) for w in dict.fromkeys(mutation.warnings + validation.warnings)]
     allowed = mutation.allowed and validation.allowed

@@ -62,7 +62,7 @@ def build_app(settings: Settings) -> Flask:
     runtime = build_runtime(settings)
     auditing = settings.audit_interval > 0
     metrics.start_series(
-        {name: mutating for name, (_, mutating) in ENDPOINTS.items()},
+        {name: endpoint.mutating for name, endpoint in ENDPOINTS.items()},
         audit_families=finding_families() if auditing else (),
         causes=CODES if auditing else (),
     )

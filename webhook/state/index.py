@@ -17,7 +17,7 @@ from typing import Any
 from rules.kube.nodeaffinity import REQUIRED_KEY, required_node_affinity
 from rules.kube.nodeset import NodeSet
 from rules.kube.volumes import claim_references
-from rules.loadaffinity.agents import NO_AGENTS, NodeAgents, agent_state, is_node_agent
+from rules.loadaffinity.agents import NO_AGENTS, AgentState, NodeAgents, agent_state, is_node_agent
 from rules.model import PREFIX, Json
 from webhook.state.datasources import TRIMMERS, SourceLinks, trim_data_source
 
@@ -223,7 +223,7 @@ class ClusterIndex:
         self._node_set: NodeSet | None = None  # built on first use after nodes came, went or changed labels or taints
         # Velero node-agent pods, which mount no claim: namespace → pod name → (node, Ready), and per namespace
         # the snapshot rules read, rebuilt on first use after a node or readiness changed (not on every update).
-        self._agents: dict[str, dict[str, tuple[str, bool]]] = {}
+        self._agents: dict[str, dict[str, AgentState]] = {}
         self._agent_sets: dict[str, NodeAgents] = {}
         self._links = SourceLinks()
 
@@ -315,7 +315,7 @@ class ClusterIndex:
             if not agents:
                 del self._agents[namespace]
         else:
-            self._agents.setdefault(namespace, {})[name] = (_text(state[0]), state[1])
+            self._agents.setdefault(namespace, {})[name] = AgentState(_text(state.node), state.ready)
         self._agent_sets.pop(namespace, None)
 
     # -- ClusterView ----------------------------------------------------------------------------------------
@@ -358,7 +358,7 @@ class ClusterIndex:
                 agents = self._agents.get(namespace)
                 if not agents:
                     return NO_AGENTS
-                ready = frozenset(node for node, is_ready in agents.values() if is_ready)
+                ready = frozenset(agent.node for agent in agents.values() if agent.ready)
                 current = self._agent_sets[namespace] = NodeAgents(ready, len(agents))
         return current
 

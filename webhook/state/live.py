@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from kubernetes import client
 from kubernetes.client import ApiException
@@ -49,6 +50,15 @@ _GETTERS = {
 }
 
 
+@dataclass(frozen=True)
+class FollowedConfigMap:
+    """The Velero ConfigMap the policy names: where it is, the sink that indexes it, the watch that feeds it."""
+
+    source: tuple[str, str]  # (namespace, name)
+    sink: VeleroConfigMapSink
+    watch: ResourceWatch
+
+
 class LiveClusterState:
     """The ClusterView of a running webhook, fed by the API; `start()` begins listing and watching."""
 
@@ -69,7 +79,7 @@ class LiveClusterState:
             )
         self.optional = OptionalGroups(self.api, self.index, self._deleted, options)
         self._board: ProblemBoard | None = None
-        self._velero: tuple[tuple[str, str], VeleroConfigMapSink, ResourceWatch] | None = None
+        self._velero: FollowedConfigMap | None = None
 
     def _resources(self) -> list[Resource]:
         core, storage = self.core, self.storage
@@ -129,7 +139,7 @@ class LiveClusterState:
             for resource_watch in self.watches.values():
                 resource_watch.start()
             if self._velero is not None:
-                self._velero[2].start()
+                self._velero.watch.start()
         self.optional.start()  # its watches start as discovery (in the tick thread) finds their groups
         threading.Thread(target=self._tick, name="cache-age", daemon=True).start()
         return self
@@ -137,7 +147,7 @@ class LiveClusterState:
     def stop(self, timeout: float = 2.0) -> None:
         self._stopped.set()
         with self._lock:
-            watches = list(self.watches.values()) + ([self._velero[2]] if self._velero else [])
+            watches = list(self.watches.values()) + ([self._velero.watch] if self._velero else [])
         for resource_watch in watches:
             resource_watch.stop()
         for resource_watch in watches:
@@ -148,7 +158,7 @@ class LiveClusterState:
     def loaded(self) -> bool:
         """Every resource, the policy ConfigMap and the Velero ConfigMap it names included, has been listed once."""
         with self._lock:
-            watches = list(self.watches.values()) + ([self._velero[2]] if self._velero else [])
+            watches = list(self.watches.values()) + ([self._velero.watch] if self._velero else [])
         return all(resource_watch.synced for resource_watch in watches + self.optional.watches())
 
     def readiness(self) -> dict[str, str | None]:
@@ -163,7 +173,7 @@ class LiveClusterState:
 
     def _velero_readiness(self) -> str | None:
         current = self._velero
-        return current[2].readiness() if current is not None else None
+        return current.watch.readiness() if current is not None else None
 
     def _tick(self) -> None:
         self.optional.discover()
@@ -173,7 +183,7 @@ class LiveClusterState:
                 self.optional.discover()
                 discovered = time.monotonic()
             with self._lock:
-                watches = list(self.watches.values()) + ([self._velero[2]] if self._velero else [])
+                watches = list(self.watches.values()) + ([self._velero.watch] if self._velero else [])
             watches += self.optional.watches()
             for resource_watch in watches:
                 if resource_watch.last_contact:
@@ -184,11 +194,11 @@ class LiveClusterState:
         target = policy.load_affinity_source
         with self._lock:
             current = self._velero
-            if current is not None and current[0] == target:
+            if current is not None and current.source == target:
                 return
             if current is not None:
-                current[2].stop()
-                current[1].forget()
+                current.watch.stop()
+                current.sink.forget()
                 self._velero = None
             if target is None or self._board is None:
                 return
@@ -202,7 +212,7 @@ class LiveClusterState:
                 (("field_selector", f"metadata.name={name}"),),
             )
             resource_watch = ResourceWatch(resource, sink, self.options)
-            self._velero = (target, sink, resource_watch)
+            self._velero = FollowedConfigMap(target, sink, resource_watch)
             if self._started:
                 resource_watch.start()
         log.info("following Velero's node-agent ConfigMap %s/%s", namespace, name)
@@ -244,9 +254,9 @@ class LiveClusterState:
     def config_map(self, namespace: str, name: str) -> Json | None:
         hit = self.index.config_map(namespace, name)
         current = self._velero
-        if hit is not None or current is None or current[0] != (namespace, name):
+        if hit is not None or current is None or current.source != (namespace, name):
             return hit
-        return self._fetch("ConfigMap", namespace, name, sink=current[1])
+        return self._fetch("ConfigMap", namespace, name, sink=current.sink)
 
     def _require(self, name: str) -> None:
         state = self.watches[name]

@@ -1,0 +1,1 @@
+"""The Helm chart: rendering, values, RBAC, webhooks, CEL match conditions and monitoring."""
