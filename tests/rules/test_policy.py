@@ -15,8 +15,8 @@ from rules.policy import (
 )
 from tests.support import DATA, table_cases
 
-VALID_KEYS = {"name", "policy"}
-INVALID_KEYS = {"name", "policy", "problems"}
+VALID_KEYS = {"name", "policy", "source"}
+INVALID_KEYS = {"name", "policy", "problems", "source"}
 
 
 @pytest.mark.parametrize("case", table_cases(DATA / "policy" / "cases.yaml", VALID_KEYS, section="valid"))

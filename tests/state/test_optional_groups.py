@@ -129,3 +129,17 @@ def test_a_discovery_answered_after_stop_starts_no_watch(fake_api: FakeKubeAPI, 
     time.sleep(0.5)  # the held discovery answers now, after stop()
     assert not state.optional.watches()
     assert fake_api.count("GET", "VolumeSnapshot") == 0
+
+
+def test_loading_waits_for_the_first_discovery_and_the_groups_it_finds(fake_api: FakeKubeAPI, live: Live) -> None:
+    """A server must not take reviews before it knows whether snapshots exist: a restore from one reviewed in that
+    window would get no placement. Until discovery answers, the state is not loaded; then the served groups' lists
+    must land too."""
+    fake_api.seed([snapshot()])
+    with fake_api.holding(lambda r: r.path.rstrip("/") == "/apis"):
+        state, _ = live()
+        eventually(lambda: fake_api.held() == 1, what="discovery under way")
+        eventually(lambda: all(w.synced for w in state.watches.values()), what="the core lists")
+        assert not state.loaded()
+    eventually(state.loaded, what="loaded after discovery")
+    assert state.optional.watches() and all(w.synced for w in state.optional.watches())

@@ -156,9 +156,13 @@ class LiveClusterState:
         self.api.close()  # type: ignore[no-untyped-call]
 
     def loaded(self) -> bool:
-        """Every resource, the policy ConfigMap and the Velero ConfigMap it names included, has been listed once."""
+        """Every resource, the policy ConfigMap and the Velero ConfigMap it names included, has been listed once,
+        and discovery has answered once (an error counts: the optional groups then stay off, readiness says why),
+        so a served group's objects are listed before the first review that would place a pod from them."""
         with self._lock:
             watches = list(self.watches.values()) + ([self._velero.watch] if self._velero else [])
+        if not self.optional.answered:
+            return False
         return all(resource_watch.synced for resource_watch in watches + self.optional.watches())
 
     def readiness(self) -> dict[str, str | None]:

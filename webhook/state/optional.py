@@ -62,6 +62,7 @@ class OptionalGroups:
         self._served: dict[str, bool | None] = {g.group: None for g in OPTIONAL_GROUPS}  # None: not known yet
         self._watches: dict[str, list[ResourceWatch]] = {}
         self._discovery_error: str | None = None
+        self.answered = False  # a discovery has come back, served groups or an error: what loading waits for
         self._started = False
         self._stopped = False  # a discovery answered after stop() must not start watches nobody stops
 
@@ -75,11 +76,13 @@ class OptionalGroups:
                 if self._discovery_error is None:
                     log.warning("API discovery failed, optional groups unchanged: %s", describe(exc))
                 self._discovery_error = describe(exc)
+                self.answered = True
             return
         with self._lock:
             if self._stopped:
                 return
             self._discovery_error = None
+            self.answered = True
             for group in OPTIONAL_GROUPS:
                 now = (group.group, group.version) in served
                 if now == self._served[group.group]:
