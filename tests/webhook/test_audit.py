@@ -315,3 +315,32 @@ def test_the_live_audit_lists_snapshots_and_their_contents(capsys: pytest.Captur
     assert stuck["cause"]["code"] == case["cause"]
     assert all(words in stuck["cause"]["message"] for words in case["says"]), stuck["cause"]["message"]
     assert index.volume_snapshot_content("snapcontent-erp-db") is not None
+
+
+def test_a_reader_that_goes_away_stops_the_audit_quietly(tmp_path: Path) -> None:
+    """`audit | head`: once the reader has closed the pipe, the rest of the output has nowhere to go. The command
+    stops with the status a shell gives a tool killed by SIGPIPE, and no traceback."""
+    import signal
+    import subprocess
+    import sys
+
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"app-{i}", "namespace": "shop", "annotations": {"storage-affinity.io/placment": "x"}},
+            "spec": {"containers": [{"name": "app", "image": "busybox"}]},
+        }
+        for i in range(2000)
+    ]
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": pods}))
+    command = [sys.executable, "-m", "webhook", "audit", "--cluster", str(cluster)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as audit:
+        assert audit.stdout is not None and audit.stderr is not None
+        assert audit.stdout.readline()  # the header: the audit is writing
+        audit.stdout.close()
+        stderr = audit.stderr.read().decode()
+        code = audit.wait(timeout=60)
+    assert "Traceback" not in stderr, stderr
+    assert code == 128 + signal.SIGPIPE, (code, stderr)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -304,13 +305,25 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
-    if args.command == "review":
-        return _review(args)
-    if args.command == "audit":
-        return _audit(args)
-    if args.command == "rotate-certs":
-        return _rotate(args)
-    return _certs(args)
+    try:
+        if args.command == "review":
+            return _review(args)
+        if args.command == "audit":
+            return _audit(args)
+        if args.command == "rotate-certs":
+            return _rotate(args)
+        return _certs(args)
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The reader of our output went away (`audit | head`): stop quietly, as a shell tool killed by SIGPIPE does,
+    with its exit status. stdout is pointed at /dev/null so that the interpreter's last flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def _serve(args: argparse.Namespace) -> int:
