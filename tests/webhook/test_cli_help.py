@@ -51,13 +51,17 @@ def test_every_subcommand_has_a_description_its_exit_codes_and_help_for_every_op
 
 
 def test_audit_usage_says_which_files_belong_to_cluster(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    usage = subcommands()["audit"].format_usage()
-    assert "--cluster MANIFEST [MANIFEST ...]" in usage
+    for command in ("serve", "review", "audit"):  # one --cluster for every command that reads manifests
+        assert "--cluster MANIFEST [MANIFEST ...]" in subcommands()[command].format_usage(), command
     assert "up to the next option" in (subcommands()["audit"].description or "")
     findings = str(DATA / "audit" / "findings.yaml")
     once = main(["audit", "--cluster", CLUSTER, findings, "-o", "json"]), capsys.readouterr().out
     twice = main(["audit", "--cluster", CLUSTER, "-o", "json", "--cluster", findings]), capsys.readouterr().out
     assert once == twice and once[0] == 1
+    pod = str(EXAMPLES / "mover-pod.yaml")
+    reviewed = main(["review", "-f", pod, "--cluster", CLUSTER, findings, "-o", "patch"]), capsys.readouterr().out
+    split = main(["review", "--cluster", CLUSTER, "-f", pod, "--cluster", findings, "-o", "patch"])
+    assert (split, capsys.readouterr().out) == reviewed
 
 
 @pytest.mark.parametrize(

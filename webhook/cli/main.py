@@ -50,6 +50,19 @@ def _subcommand(
     return parser
 
 
+def _cluster_files(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--cluster MANIFEST...`, the same for every command: every file up to the next option, and it may repeat."""
+    parser.add_argument(
+        "--cluster",
+        nargs="+",
+        action="extend",
+        type=Path,
+        default=[],
+        metavar="MANIFEST",
+        help=f"{what}; every file up to the next option belongs to it, and it may repeat",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="storage-affinity-webhook",
@@ -71,14 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--cert", required=True, type=Path, help="serving certificate (PEM)")
     serve.add_argument("--key", required=True, type=Path, help="serving key (PEM)")
     serve.add_argument("--policy", type=Path, help="policy file: a bare policy document or a ConfigMap")
-    serve.add_argument(
-        "--cluster",
-        nargs="+",
-        type=Path,
-        default=[],
-        metavar="FILE",
-        help="static cluster state manifests (default: live state from the Kubernetes API)",
-    )
+    _cluster_files(serve, "static cluster state manifests (default: live state from the Kubernetes API)")
     serve.add_argument(
         "--kubeconfig",
         type=Path,
@@ -228,16 +234,10 @@ def _parser() -> argparse.ArgumentParser:
         help="AdmissionReview or bare Pod, ConfigMap or workload (Job, CronJob, Deployment...); - for stdin",
     )
     rev.add_argument("--policy", type=Path, help="policy file (ConfigMap or bare document); default: embedded")
-    rev.add_argument(
-        "--cluster",
-        nargs="+",
-        type=Path,
-        default=[],
-        metavar="FILE",
-        help=(
-            "cluster state manifests (Pods, PVCs, PVs, StorageClasses, Nodes, ConfigMaps, VolumeSnapshots,"
-            " VolumeSnapshotContents, VirtualMachines, DataVolumes)"
-        ),
+    _cluster_files(
+        rev,
+        "cluster state manifests (Pods, PVCs, PVs, StorageClasses, Nodes, ConfigMaps, VolumeSnapshots,"
+        " VolumeSnapshotContents, VirtualMachines, DataVolumes)",
     )
     rev.add_argument("--namespace", default="", help="the webhook's own namespace (exempt)")
     rev.add_argument(
@@ -260,15 +260,8 @@ def _parser() -> argparse.ArgumentParser:
         "1  findings",
         bad="bad input or usage, or the API cannot be reached or refuses to list",
     )
-    aud.add_argument(
-        "--cluster",
-        nargs="+",
-        action="extend",
-        type=Path,
-        default=[],
-        metavar="MANIFEST",
-        help="audit the objects of these manifest files (the formats of review --cluster; every file up to the "
-        "next option) instead of the live API",
+    _cluster_files(
+        aud, "audit the objects of these manifest files (the formats of review --cluster) instead of the live API"
     )
     aud.add_argument(
         "--kubeconfig",
