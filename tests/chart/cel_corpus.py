@@ -15,7 +15,8 @@ from typing import Any
 from rules.model import Json
 from rules.policy import Policy, default_policy, policy_from_document
 from tests.fuzz import mutations as m
-from tests.support import DATA, fixtures, load_yaml, policy, view_from
+from tests.rules.table_objects import table_objects
+from tests.support import fixtures, policy, view_from
 from webhook.state.index import ClusterIndex
 
 
@@ -47,52 +48,10 @@ def _reviews(named: list[tuple[str, Json]], view: ClusterIndex, pol: Policy, pre
 
 
 def _tables() -> Iterator[Item]:
-    """The rule tables, each case's object built as its own test builds it."""
-    from tests.rules import (
-        test_coschedule,
-        test_datasource,
-        test_disk,
-        test_loadaffinity,
-        test_nodeagents,
-        test_placement,
-    )
-
-    for param in test_coschedule.load_cases():
-        case = param.values[0]
-        view = view_from(*(test_coschedule.state_object(e) for e in case.get("state", ())))
-        yield Item(f"coschedule: {case['name']}", "CREATE", test_coschedule.subject_object(case), None, view,
-                   policy(case.get("policy")))  # fmt: skip
-    for case in test_loadaffinity.TABLE["cases"]:
-        view = view_from(*test_loadaffinity.CLUSTER, *(case.get("cluster") or ()))
-        obj = test_loadaffinity.build(case["pod"])
-        yield Item(f"loadaffinity: {case['name']}", "CREATE", obj, None, view, policy(case.get("policy") or {}))
-    for param in test_datasource.load_cases():
-        case = param.values[0]
-        view = view_from(*test_datasource.state_objects(case.get("state", [])))
-        obj = test_datasource.subject_object(case)
-        yield Item(f"datasource: {case['name']}", "CREATE", obj, None, view, policy(case.get("policy")))
-    for case in test_nodeagents.TABLE["cases"]:
-        state = [*test_nodeagents.CLUSTER, *test_nodeagents.TABLE["nodes"], *test_nodeagents.TABLE["claims"]]
-        view = view_from(*state, *(case.get("cluster") or ()), *test_nodeagents.agents(case))
-        obj = test_nodeagents.exposer_pod(case.get("pod") or {})
-        yield Item(f"nodeagents: {case['name']}", "CREATE", obj, None, view, policy(case.get("policy") or {}))
-    for param in test_disk.CASES:
-        case = param.values[0]
-        obj = test_disk.build(case)
-        old = test_disk.old_object(case, obj)
-        yield Item(f"disk: {case['name']}", case.get("operation", "CREATE"), obj, old, view_from(), policy())
-    for case in test_placement.CONSISTENCY["cases"]:
-        view = view_from(*test_placement.cluster(case))
-        obj = test_placement.pod(case["spec"], case.get("namespace", "shop"))
-        yield Item(f"placement: {case['name']}", "CREATE", obj, None, view, policy())
-    for case in load_yaml(DATA / "own_annotations.yaml"):
-        obj = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "app-0", "namespace": "shop", "annotations": case["annotations"]},
-            "spec": {"containers": [{"name": "app", "image": "busybox"}]},
-        }
-        yield Item(f"own annotations: {case['name']}", "CREATE", obj, None, view_from(), policy())
+    """The rule tables' Pods and Jobs, each on its case's cluster and policy."""
+    for case in table_objects():
+        if case.obj.get("kind") in ("Pod", "Job"):
+            yield Item(case.name, case.operation, case.obj, case.old, view_from(*case.state), policy(case.policy))
 
 
 @functools.cache

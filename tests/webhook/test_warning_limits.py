@@ -10,7 +10,6 @@ each case run once under its own policy and once with `enforcement: warn`, so th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import example, given
@@ -18,65 +17,11 @@ from hypothesis import strategies as st
 
 from rules import pipeline
 from rules.model import Json
-from tests.rules import (
-    test_coschedule,
-    test_datasource,
-    test_disk,
-    test_loadaffinity,
-    test_nodeagents,
-    test_placement,
-    test_velero_configmap,
-)
+from tests.rules.table_objects import table_objects
 from tests.support import policy, subject, view_from
 from tests.webhook.review_checks import check_response
 from webhook.app.codec import WARNING_ADVISED, WARNING_LIMIT, build_response, fit_warning
 from webhook.cli.review import as_request
-
-Case = tuple[str, list[Json], Json | None, Json, str, Json | None]
-
-
-def _cases() -> Iterator[Case]:
-    """(id, cluster objects, policy document, object, operation, old object) of every table case."""
-    for param in test_coschedule.load_cases():
-        (case,) = param.values
-        state = [test_coschedule.state_object(e) for e in case.get("state", ())]
-        yield f"coschedule:{param.id}", state, case.get("policy"), test_coschedule.subject_object(case), "CREATE", None
-    for param in test_datasource.load_cases():
-        (case,) = param.values
-        state = test_datasource.state_objects(case.get("state", []))
-        yield f"datasource:{param.id}", state, case.get("policy"), test_datasource.subject_object(case), "CREATE", None
-    for case in test_loadaffinity.TABLE["cases"]:
-        state = [*test_loadaffinity.CLUSTER, *(case.get("cluster") or ())]
-        pod = test_loadaffinity.build(case["pod"])
-        yield f"loadaffinity:{case['name']}", state, case.get("policy"), pod, "CREATE", None
-    table = test_nodeagents.TABLE
-    for case in table["cases"]:
-        state = [
-            *test_nodeagents.CLUSTER,
-            *table["nodes"],
-            *table["claims"],
-            *(case.get("cluster") or ()),
-            *test_nodeagents.agents(case),
-        ]
-        pod = test_nodeagents.exposer_pod(case.get("pod") or {})
-        yield f"nodeagents:{case['name']}", state, case.get("policy"), pod, "CREATE", None
-    for case in test_placement.CONSISTENCY["cases"]:
-        pod = test_placement.pod(case["spec"], case.get("namespace", "shop"))
-        yield f"placement:{case['name']}", test_placement.cluster(case), None, pod, "CREATE", None
-    for case in [*test_velero_configmap.TABLE["invalid"], *test_velero_configmap.TABLE["valid"]]:
-        config_map = test_velero_configmap.config_map(case)
-        state = list(test_velero_configmap.CLUSTER)
-        yield f"velero-configmap:{case['name']}", state, test_velero_configmap.SOURCE, config_map, "CREATE", None
-    for case in test_loadaffinity.VALIDATION["pod_annotations"]:
-        pod = test_loadaffinity.build(
-            {"role": case["role"], "claims": ["data-kibishii"], "annotations": case["annotations"]}
-        )
-        yield f"load-affinity-annotation:{case['name']}", list(test_loadaffinity.CLUSTER), None, pod, "CREATE", None
-    for param in test_disk.CASES:
-        (case,) = param.values
-        obj = test_disk.build(case)
-        operation = case.get("operation", "CREATE")
-        yield f"disk:{param.id}", [], None, obj, operation, test_disk.old_object(case, obj)
 
 
 def node_names(state: list[Json]) -> set[str]:
@@ -107,11 +52,11 @@ def emitted(
 
 def _collect() -> list[tuple[str, set[str], str, list[str]]]:
     found: list[tuple[str, set[str], str, list[str]]] = []
-    for name, state, doc, obj, operation, old in _cases():
-        nodes = node_names(state)
-        for enforcement, run in (("own", doc), ("warn", {**(doc or {}), "enforcement": "warn"})):
-            for reason, parts in emitted(state, run, obj, operation, old):
-                found.append((f"{name} ({enforcement} policy)", nodes, reason, parts))
+    for case in table_objects():
+        nodes = node_names(case.state)
+        for enforcement, run in (("own", case.policy), ("warn", {**(case.policy or {}), "enforcement": "warn"})):
+            for reason, parts in emitted(case.state, run, case.obj, case.operation, case.old):
+                found.append((f"{case.name} ({enforcement} policy)", nodes, reason, parts))
     return found
 
 

@@ -1,0 +1,84 @@
+"""Every rule table's cases as the objects their own tests review: one list for the checks that run over all of
+them (the matchConditions corpus, the warnings an HTTP answer carries)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from rules.model import Json
+from tests.rules import (
+    test_coschedule,
+    test_datasource,
+    test_disk,
+    test_loadaffinity,
+    test_nodeagents,
+    test_placement,
+    test_velero_configmap,
+)
+from tests.support import DATA, load_yaml
+
+
+@dataclass(frozen=True)
+class TableObject:
+    """One case: its table and name, the cluster it runs on, its policy document, and what is reviewed."""
+
+    name: str
+    state: list[Json]
+    policy: Json | None
+    obj: Json
+    operation: str = "CREATE"
+    old: Json | None = None
+
+
+def table_objects() -> Iterator[TableObject]:
+    """Each table's cases, each object built as its own test builds it."""
+    for param in test_coschedule.load_cases():
+        (case,) = param.values
+        state = [test_coschedule.state_object(e) for e in case.get("state", ())]
+        yield TableObject(f"coschedule:{param.id}", state, case.get("policy"), test_coschedule.subject_object(case))
+    for param in test_datasource.load_cases():
+        (case,) = param.values
+        state = test_datasource.state_objects(case.get("state", []))
+        yield TableObject(f"datasource:{param.id}", state, case.get("policy"), test_datasource.subject_object(case))
+    for case in test_loadaffinity.TABLE["cases"]:
+        state = [*test_loadaffinity.CLUSTER, *(case.get("cluster") or ())]
+        yield TableObject(
+            f"loadaffinity:{case['name']}", state, case.get("policy"), test_loadaffinity.build(case["pod"])
+        )
+    table = test_nodeagents.TABLE
+    for case in table["cases"]:
+        state = [
+            *test_nodeagents.CLUSTER,
+            *table["nodes"],
+            *table["claims"],
+            *(case.get("cluster") or ()),
+            *test_nodeagents.agents(case),
+        ]
+        pod = test_nodeagents.exposer_pod(case.get("pod") or {})
+        yield TableObject(f"nodeagents:{case['name']}", state, case.get("policy"), pod)
+    for case in test_placement.CONSISTENCY["cases"]:
+        pod = test_placement.pod(case["spec"], case.get("namespace", "shop"))
+        yield TableObject(f"placement:{case['name']}", test_placement.cluster(case), None, pod)
+    for case in [*test_velero_configmap.TABLE["invalid"], *test_velero_configmap.TABLE["valid"]]:
+        config_map = test_velero_configmap.config_map(case)
+        state = list(test_velero_configmap.CLUSTER)
+        yield TableObject(f"velero-configmap:{case['name']}", state, test_velero_configmap.SOURCE, config_map)
+    for case in test_loadaffinity.VALIDATION["pod_annotations"]:
+        pod = test_loadaffinity.build(
+            {"role": case["role"], "claims": ["data-kibishii"], "annotations": case["annotations"]}
+        )
+        yield TableObject(f"load-affinity-annotation:{case['name']}", list(test_loadaffinity.CLUSTER), None, pod)
+    for param in test_disk.CASES:
+        (case,) = param.values
+        obj = test_disk.build(case)
+        operation = case.get("operation", "CREATE")
+        yield TableObject(f"disk:{param.id}", [], None, obj, operation, test_disk.old_object(case, obj))
+    for case in load_yaml(DATA / "own_annotations.yaml"):
+        obj = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "app-0", "namespace": "shop", "annotations": case["annotations"]},
+            "spec": {"containers": [{"name": "app", "image": "busybox"}]},
+        }
+        yield TableObject(f"own-annotations:{case['name']}", [], None, obj)
