@@ -7,6 +7,7 @@ its path and never stops at the first, so one `kubectl apply` shows an operator 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -32,6 +33,7 @@ ROLES = ("mover", "backup", "restore")
 POLICY_TEXT_LIMIT = 256 * 1024
 #: How many problems a PolicyError's text lists (all stay in `problems`).
 LISTED_PROBLEMS = 50
+_MISSING = re.compile(r"^'(.+)' is a required property$")
 
 
 class PolicyError(ValueError):
@@ -123,7 +125,7 @@ def policy_problems(doc: Any) -> list[Problem]:
         p
         for error in _validator().iter_errors(doc)
         for p in _schema_problems(error)
-        if not _said_better(p[0], semantic)
+        if not _restated(error, p[0], semantic)
     ]
     problems.extend(semantic)
     unique = list(dict.fromkeys(problems))
@@ -248,6 +250,24 @@ def _schema_problems(error: jsonschema.ValidationError) -> list[Problem]:
     if validator == "required":
         return [(path, error.message.replace("'", '"'))]
     return [(path, error.message)]
+
+
+#: The schema's rules about a value that a worded check may also state: these give way to a worded problem on the
+#: same field or inside it. A missing field gives way only to a worded problem about that very field; an unknown
+#: field or a wrong type is always reported, whatever else is wrong.
+_VALUE_RULES = frozenset(
+    {"pattern", "minLength", "maxLength", "enum", "const", "propertyNames", "minProperties", "maxProperties",
+     "minItems", "maxItems", "minimum", "maximum", "not", "anyOf", "oneOf", "allOf", "if", "then", "else"}
+)  # fmt: skip
+
+
+def _restated(error: jsonschema.ValidationError, path: str, semantic: list[Problem]) -> bool:
+    """Whether a worded check already reports what this schema error says (see _VALUE_RULES)."""
+    if error.validator == "required":
+        missing = _MISSING.match(error.message)
+        wanted = path_parts(field_path([missing[1]], path)) if missing else None
+        return any(path_parts(at) == wanted for at, _ in semantic)
+    return error.validator in _VALUE_RULES and _said_better(path, semantic)
 
 
 def _said_better(path: str, semantic: list[Problem]) -> bool:

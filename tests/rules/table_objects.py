@@ -15,6 +15,7 @@ from tests.rules import (
     test_nodeagents,
     test_placement,
     test_velero_configmap,
+    test_workload_templates,
 )
 from tests.support import DATA, load_yaml
 
@@ -82,3 +83,9 @@ def table_objects() -> Iterator[TableObject]:
             "spec": {"containers": [{"name": "app", "image": "busybox"}]},
         }
         yield TableObject(f"own-annotations:{case['name']}", [], None, obj)
+    for param in test_workload_templates.CASES:
+        (case,) = param.values
+        for kind in test_workload_templates.kinds(case):
+            obj, old = test_workload_templates.objects(case, kind)
+            operation = case.get("operation", "CREATE")
+            yield TableObject(f"workloads:{param.id}:{kind}", [], case.get("policy"), obj, operation, old)

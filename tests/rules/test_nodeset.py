@@ -13,6 +13,7 @@ from rules.kube.nodeaffinity import pod_fits_node, required_terms, terms_key, te
 from rules.kube.nodeset import NodeSet
 from rules.memo import Memo
 from rules.model import Json
+from tests.support import dig
 from webhook.state.index import ClusterIndex
 
 KEYS = ("zone", "disk", "kubernetes.io/hostname", "rank")
@@ -123,12 +124,16 @@ def _index(*objects: Json) -> ClusterIndex:
     return index
 
 
-def test_the_index_renews_its_snapshot_only_when_names_labels_or_taints_change() -> None:
+def test_the_index_renews_its_snapshot_only_when_names_labels_taints_or_readiness_change() -> None:
     index = _index(node("n1", zone="a"), node("n2", zone="b"))
     first = index.node_set()
     assert index.node_set() is first
-    index.apply({**node("n1", zone="a"), "status": {"conditions": [{"type": "Ready", "status": "False"}]}})
-    assert index.node_set() is first  # a status update: same names, same labels
+    index.apply({**node("n1", zone="a"), "status": {"conditions": [{"type": "MemoryPressure", "status": "False"}]}})
+    assert index.node_set() is first  # a status update that says nothing of readiness
+    unready = {"conditions": [{"type": "Ready", "status": "Unknown"}]}
+    index.apply({**node("n1", zone="a"), "status": unready})
+    assert index.node_set() is not first and dig(index.node_set().get("n1"), "status") == unready  # causes read it
+    first = index.node_set()
     index.apply({**node("n1", zone="a"), "spec": {"unschedulable": True}})
     cordoned = index.node_set()
     assert cordoned is not first and cordoned.get("n1") == index.node("n1")

@@ -2,9 +2,8 @@
 HTTP answer carries it, keeps each node name and its whole message (cause and remedy) within the API server's
 per-warning limit (k8s.io/apiserver/pkg/endpoints/filters/warning.go: 256 runes once 4 KiB are exceeded).
 
-The tables are those of tests/rules that produce warnings (co-scheduling, data sources, load affinity and its
-annotation, node-agents, Velero's ConfigMap, placement consistency, disk annotations),
-each case run once under its own policy and once with `enforcement: warn`, so that its denials warn too.
+The tables are every rule table (tests/rules/table_objects.py), each case run once under its own policy and once
+with `enforcement: warn`, so that its denials warn too.
 """
 
 from __future__ import annotations

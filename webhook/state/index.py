@@ -201,9 +201,11 @@ def bulk_ingest() -> Iterator[None]:
                 gc.freeze()
 
 
-def _placement(node: Mapping[str, Any]) -> tuple[Any, Any]:
-    """What of a node decides which pods it may take: its labels, and its taints and cordon (the trimmed spec)."""
-    return (node.get("metadata") or {}).get("labels"), node.get("spec")
+def _placement(node: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    """What of a node decides which pods it may take: its labels, its taints and cordon (the trimmed spec), and
+    whether it is Ready (the trimmed status keeps only a failing Ready condition, so it changes only when
+    readiness does)."""
+    return (node.get("metadata") or {}).get("labels"), node.get("spec"), node.get("status")
 
 
 def _identity(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str]]:

@@ -3,7 +3,7 @@
 The list+watch engine is webhook/state/watch.py; this module is the view over its index and what it follows: the
 policy ConfigMap and the Velero ConfigMap the policy names. Each gunicorn worker holds its own state, and accepts
 no connection before `loaded()` (webhook/serving/worker.py): its first lists, the policy ConfigMap's among them, have
-landed.
+landed, and so has the first API discovery with the lists of the optional groups it found served.
 
 Lookups never wait for the API except on a miss of a PVC, PV, StorageClass, Node or the Velero ConfigMap: then
 one GET with a short timeout (`lookup_timeout`, well under the webhook's `timeoutSeconds`). A 404 is a plain miss;
@@ -146,8 +146,7 @@ class LiveClusterState:
 
     def stop(self, timeout: float = 2.0) -> None:
         self._stopped.set()
-        with self._lock:
-            watches = list(self.watches.values()) + ([self._velero.watch] if self._velero else [])
+        watches = self._core_watches()
         for resource_watch in watches:
             resource_watch.stop()
         for resource_watch in watches:
@@ -159,11 +158,14 @@ class LiveClusterState:
         """Every resource, the policy ConfigMap and the Velero ConfigMap it names included, has been listed once,
         and discovery has answered once (an error counts: the optional groups then stay off, readiness says why),
         so a served group's objects are listed before the first review that would place a pod from them."""
-        with self._lock:
-            watches = list(self.watches.values()) + ([self._velero.watch] if self._velero else [])
         if not self.optional.answered:
             return False
-        return all(resource_watch.synced for resource_watch in watches + self.optional.watches())
+        return all(resource_watch.synced for resource_watch in self._core_watches() + self.optional.watches())
+
+    def _core_watches(self) -> list[ResourceWatch]:
+        """The watches every server holds: its resources and the Velero ConfigMap the policy names."""
+        with self._lock:
+            return list(self.watches.values()) + ([self._velero.watch] if self._velero else [])
 
     def readiness(self) -> dict[str, str | None]:
         states = {name: self._check(name)() for name in self.watches}
@@ -186,10 +188,7 @@ class LiveClusterState:
             if time.monotonic() - discovered >= self.options.rediscover_every:
                 self.optional.discover()
                 discovered = time.monotonic()
-            with self._lock:
-                watches = list(self.watches.values()) + ([self._velero.watch] if self._velero else [])
-            watches += self.optional.watches()
-            for resource_watch in watches:
+            for resource_watch in self._core_watches() + self.optional.watches():
                 if resource_watch.last_contact:
                     metrics.CACHE_AGE.labels(resource_watch.resource.name).set(resource_watch.age())
 
