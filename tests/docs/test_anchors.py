@@ -23,6 +23,7 @@ SOURCES = [
     *PAGES,
     *sorted(p for p in CHART.rglob("*") if p.is_file() and p.suffix in (".yaml", ".txt", ".tpl", ".json")),
     ROOT / "rules" / "policy.schema.json",  # its descriptions become docs/policy.md and the chart's schema
+    ROOT / "rules" / "default_policy.yaml",  # its comments point readers to the page of its fields
     *sorted(
         p for top in ("rules", "webhook", "testkit", "scripts", "bench", "tests") for p in (ROOT / top).rglob("*.py")
     ),
