@@ -21,22 +21,54 @@ VALUES_SCHEMA = ROOT / "charts" / "storage-affinity-webhook" / "values.schema.js
 PREFIX = "policy."
 
 
+#: Keywords draft 2020-12 (or 2019-09) added: a draft-07 validator, Helm's among them, ignores them silently, so the
+#: chart would accept what the server refuses.
+NEWER_KEYWORDS = frozenset(
+    {
+        "dependentRequired",
+        "dependentSchemas",
+        "prefixItems",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "minContains",
+        "maxContains",
+        "$anchor",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$recursiveRef",
+        "$recursiveAnchor",
+        "$vocabulary",
+    }
+)
+#: Keywords whose value maps names to schemas, and keywords whose value is data rather than a schema.
+_NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+_DATA = frozenset({"enum", "const", "default", "examples", "required", "description", "title", "$comment"})
+
+
 def _rewrite(node: Any) -> Any:
-    if isinstance(node, dict):
-        out = {}
-        for key, value in node.items():
-            if key == "$ref":
-                if not (isinstance(value, str) and value.startswith("#/$defs/")):
-                    raise SystemExit(f"unsupported $ref in the policy schema: {value!r}")
-                if set(node) - {"$ref", "description"}:  # a description is documentation, harmless when ignored
-                    raise SystemExit(f"$ref {value!r} has siblings, which draft-07 ignores")
-                out[key] = "#/$defs/" + PREFIX + value.removeprefix("#/$defs/")
-            else:
-                out[key] = _rewrite(value)
-        return out
+    """A schema, rewritten for draft-07; SystemExit on what draft-07 cannot say."""
     if isinstance(node, list):
         return [_rewrite(item) for item in node]
-    return node
+    if not isinstance(node, dict):
+        return node
+    newer = sorted(NEWER_KEYWORDS & set(node))
+    if newer:
+        raise SystemExit(f"the policy schema uses {', '.join(newer)}, which the chart's draft-07 schema would ignore")
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "$ref":
+            if not (isinstance(value, str) and value.startswith("#/$defs/")):
+                raise SystemExit(f"unsupported $ref in the policy schema: {value!r}")
+            if set(node) - {"$ref", "description"}:  # a description is documentation, harmless when ignored
+                raise SystemExit(f"$ref {value!r} has siblings, which draft-07 ignores")
+            out[key] = "#/$defs/" + PREFIX + value.removeprefix("#/$defs/")
+        elif key in _NAMED_SCHEMAS and isinstance(value, dict):
+            out[key] = {name: _rewrite(sub) for name, sub in value.items()}
+        elif key in _DATA:
+            out[key] = value
+        else:
+            out[key] = _rewrite(value)
+    return out
 
 
 def chart_defs(policy_schema: dict[str, Any]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -13,6 +14,8 @@ import yaml
 
 from rules.policy import Policy, PolicyError, policy_from_config_map, validation_families
 from tests.chart.chart_helpers import CHART, NAMESPACE, ROOT, SCENARIOS, one, render, render_error
+
+SYNC_SCRIPT = ROOT / "scripts" / "sync-chart-policy-schema.py"
 
 
 def _policy(values: dict[str, Any], namespace: str = NAMESPACE) -> Policy:
@@ -100,12 +103,36 @@ def test_schema_is_strict_everywhere() -> None:
 
 def test_policy_schema_is_in_sync_with_the_server() -> None:
     result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "sync-chart-policy-schema.py"), "--check"],
+        [sys.executable, str(SYNC_SCRIPT), "--check"],
         capture_output=True,
         text=True,
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _sync_script() -> Any:
+    spec = importlib.util.spec_from_file_location("sync_chart_policy_schema", SYNC_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "keyword",
+    ["dependentRequired", "prefixItems", "unevaluatedProperties", "unevaluatedItems", "minContains", "maxContains"],
+)
+def test_policy_schema_sync_refuses_a_keyword_draft_07_ignores(keyword: str) -> None:
+    """Helm validates draft-07 and skips unknown keywords: the chart would accept what the server refuses."""
+    policy_schema = {"$defs": {"entry": {"type": "object", "properties": {"names": {"type": "array", keyword: 1}}}}}
+    with pytest.raises(SystemExit, match=keyword):
+        _sync_script().chart_defs(policy_schema)
+
+
+def test_policy_schema_sync_takes_a_property_named_like_a_keyword() -> None:
+    policy_schema = {"properties": {"prefixItems": {"type": "array"}}, "required": ["prefixItems"]}
+    assert _sync_script().chart_defs(policy_schema)["policy"]["properties"] == {"prefixItems": {"type": "array"}}
 
 
 # Values whose content is one documented unit (a Kubernetes structure or the policy document).
