@@ -9,7 +9,7 @@ from typing import Any
 from rules.kube.names import dns1123_subdomain_error
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.model import PREFIX
-from rules.quoting import clip
+from rules.quoting import clip, one_of
 from rules.safeload import JsonError, load_json
 from rules.suggest import unknown_field
 
@@ -29,7 +29,7 @@ PLACEMENTS = ("requiredAffinity", "nodeSelector", "nodeName")
 
 def _one_of(*allowed: str) -> Callable[[str], list[tuple[str, str]]]:
     def check(value: str) -> list[tuple[str, str]]:
-        return [] if value in allowed else [("", f'"{clip(value)}" is not one of {", ".join(allowed)}')]
+        return [] if value in allowed else [("", f'"{clip(value)}" is not one of {one_of(allowed)}')]
 
     return check
 

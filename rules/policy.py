@@ -21,7 +21,7 @@ from rules.kube.selectors import Problem, selector_problems, type_name
 from rules.kube.tolerations import toleration_problems
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.model import Json
-from rules.quoting import clip, field_path, path_parts
+from rules.quoting import clip, field_path, one_of, path_parts
 from rules.safeload import DocumentError, load_documents
 from rules.suggest import unknown_field
 
@@ -233,7 +233,7 @@ def _schema_problems(error: jsonschema.ValidationError) -> list[Problem]:
     validator = error.validator
     if validator == "enum":
         shown = clip(json.dumps(error.instance) if not isinstance(error.instance, str) else f'"{error.instance}"')
-        return [(path, f"{shown} is not one of {', '.join(str(v) for v in error.validator_value)}")]  # type: ignore[union-attr]
+        return [(path, f"{shown} is not one of {one_of(error.validator_value)}")]  # type: ignore[arg-type]
     if validator == "additionalProperties":
         known = list((error.schema.get("properties") or {}).keys())  # type: ignore[union-attr]
         instance = error.instance if isinstance(error.instance, Mapping) else {}

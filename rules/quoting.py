@@ -22,6 +22,12 @@ def clip(text: str, limit: int = ECHO_LIMIT) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def one_of(allowed: Iterable[object]) -> str:
+    """The values a field may take, as a message lists them: `"", NoSchedule, NoExecute`; the empty string is
+    shown as `""`, else it would read as nothing between two commas."""
+    return ", ".join('""' if value == "" else str(value) for value in allowed)
+
+
 def escaped(text: str) -> str:
     """`text` with every character Python does not consider printable (controls, format characters such as the
     bidi overrides, separators other than the space) written as its escape: `\\x00`, `\\u202e`."""

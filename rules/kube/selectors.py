@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rules.kube.names import label_key_error, label_value_error
-from rules.quoting import clip
+from rules.quoting import clip, one_of
 
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 _INT = re.compile(r"^[+-]?[0-9]{1,19}$")  # 19 digits hold every int64; more never parse
@@ -69,7 +69,7 @@ def requirement_problems(expr: Any, path: str, operators: tuple[str, ...]) -> li
     values = expr.get("values")
     if operator not in operators:
         shown = "missing" if operator is None else f'"{operator}"'
-        problems.append((f"{path}.operator", f"{shown} is not one of {', '.join(operators)}"))
+        problems.append((f"{path}.operator", f"{shown} is not one of {one_of(operators)}"))
     if values is not None and not (isinstance(values, list) and all(isinstance(v, str) for v in values)):
         problems.append((f"{path}.values", "must be a list of strings"))
         return problems

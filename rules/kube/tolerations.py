@@ -86,12 +86,12 @@ def toleration_problems(toleration: Mapping[str, Any], path: str) -> list[tuple[
     key, operator, value = toleration.get("key") or "", toleration.get("operator"), toleration.get("value")
     if isinstance(key, str) and key and (err := label_key_error(key)) is not None:
         problems.append((f"{path}.key", err))
-    if key == "" and operator in (None, "Equal"):
+    if key == "" and operator in (None, "Equal", ""):
         problems.append((f"{path}.operator", "must be Exists when key is empty (a toleration of every taint)"))
     if "tolerationSeconds" in toleration and toleration.get("effect", "") in _NOT_NO_EXECUTE:
         problems.append((f"{path}.effect", "must be NoExecute when tolerationSeconds is set"))
     if operator == "Exists" and isinstance(value, str) and value:
         problems.append((f"{path}.value", "must be empty when operator is Exists"))
-    elif operator in (None, "Equal") and isinstance(value, str) and (err := label_value_error(value)) is not None:
+    elif operator in (None, "Equal", "") and isinstance(value, str) and (err := label_value_error(value)) is not None:
         problems.append((f"{path}.value", err))
     return problems
