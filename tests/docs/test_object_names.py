@@ -5,7 +5,8 @@ expanded) are read for the objects they name: `deployment/NAME`, `get secret NAM
 `--as=system:serviceaccount:NS:NAME`, `get --raw .../namespaces/NS/services/https:NAME:443/...`, `-l key=value` on
 the server's pods. Each is looked up in what `helm template` renders for the docs' own `helm install`/`helm upgrade`
 commands (and the Secrets those objects refer to). Objects of other kinds (pods by name, nodes, Velero's) and
-upper-case placeholders (`POD`) are not the chart's and are skipped.
+upper-case placeholders (`POD`) are not the chart's and are skipped; a `$VAR` the page does not define is a
+problem, as it would otherwise pass for such a placeholder and its name go unchecked.
 """
 
 from __future__ import annotations
@@ -214,10 +215,15 @@ def docs_chart() -> Chart:
     return Chart(release, namespace, objects, labels)
 
 
+def unexpanded(words: list[str]) -> list[str]:
+    """The `$VAR`s a command still holds after the page's variables were expanded: ones the page never defines."""
+    return [f"{m[0]} is not defined on the page (no {m[1]}=...)" for word in words for m in _VARIABLE.finditer(word)]
+
+
 def name_problems(words: list[str], chart: Chart) -> tuple[list[str], int]:
     """What a kubectl command names that the chart does not create, and how many names were checked."""
     refs, selectors, namespace = kubectl_refs(words)
-    problems: list[str] = []
+    problems = unexpanded(words)
     checked = 0
     if namespace is not None and namespace != chart.namespace and namespace not in OTHER_NAMESPACES:
         problems.append(f"namespace {namespace!r} is not the release's ({chart.namespace!r})")
@@ -253,6 +259,7 @@ def test_the_docs_name_the_objects_the_chart_creates() -> None:
     for page in PAGES:
         for command, words in page_commands(page):
             if words[0] != "kubectl":
+                problems.extend(f"{command}: {p}" for p in unexpanded(words))
                 continue
             found, count = name_problems(words, chart)
             checked += count
@@ -277,6 +284,8 @@ def test_the_docs_release_gets_the_names_the_docs_use() -> None:
         ("kubectl auth can-i list pods -A --as=system:serviceaccount:storage-affinity:saw", "serviceaccount 'saw'"),
         ("kubectl -n storage-affinity get pods -l app.kubernetes.io/name=webhook", "not labelled"),
         ("kubectl delete namespace webhook-system", "namespace 'webhook-system'"),
+        ("kubectl -n storage-affinity delete secret $SECRET", "$SECRET is not defined"),
+        ("kubectl -n ${NS} get configmap storage-affinity-policy", "${NS} is not defined"),
     ],
 )
 def test_a_wrong_name_is_found(command: str, problem: str) -> None:
