@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -232,3 +233,62 @@ def test_a_review_line_escapes_what_the_body_says(caplog: pytest.LogCaptureFixtu
         post(_logging_client(True), "validate", review)
     (logged,) = _review_lines(caplog)
     assert "\n" not in logged and "evil\\n[INFO] forged" in logged
+
+
+def test_a_review_line_clips_what_the_body_says(caplog: pytest.LogCaptureFixture) -> None:
+    """A 200,000-character generateName made a 200,073-character line: each name is clipped as every echo is."""
+    obj = _generated(load_yaml(EXAMPLES / "mover-pod.yaml"))
+    obj["metadata"]["generateName"] = "g" * 200_000
+    review = admission_review("CREATE", obj, uid="abc")
+    review["request"]["namespace"] = obj["metadata"]["namespace"] = "n" * 200_000
+    with caplog.at_level("INFO", logger="webhook.app.endpoints"):
+        post(_logging_client(True), "mutate", review)
+    (logged,) = _review_lines(caplog)
+    assert re.fullmatch(r"review mutate Pod n{100}…/g{100}…\* CREATE: .+ ms", logged), logged[:300]
+
+
+def _unavailable_client() -> FlaskClient:
+    runtime = example_runtime()
+    runtime.lack_policy("the policy ConfigMap was not read yet")
+    return app_client(runtime, log_reviews=True, max_body=SMALL_BODY)
+
+
+def _bad_object_review() -> dict[str, Any]:
+    review = _mover_review()
+    review["request"]["object"]["spec"]["volumes"] = "data-db-0"
+    return review
+
+
+@pytest.mark.parametrize(
+    ("client_of", "body", "line"),
+    [
+        (
+            lambda: app_client(log_reviews=True),
+            {"apiVersion": "v1", "kind": "Pod"},
+            'review validate: 400 request body is not an AdmissionReview: kind is "Pod"',
+        ),
+        (
+            lambda: app_client(log_reviews=True),
+            _bad_object_review(),
+            "review validate: 400 request.object.spec.volumes: must be a list, not string",
+        ),
+        (
+            lambda: app_client(log_reviews=True, max_body=SMALL_BODY),
+            b"x" * (SMALL_BODY + 1),
+            f"review validate: 413 request body is larger than the limit of {SMALL_BODY} bytes",
+        ),
+        (
+            _unavailable_client,
+            _mover_review(),
+            "review validate: 503 storage-affinity-webhook has no valid policy: the policy ConfigMap was not read yet",
+        ),
+    ],
+    ids=["not an AdmissionReview", "a bad object", "too large", "no policy"],
+)
+def test_a_review_answered_with_an_error_is_logged_in_one_line_too(
+    caplog: pytest.LogCaptureFixture, client_of: Callable[[], FlaskClient], body: Any, line: str
+) -> None:
+    with caplog.at_level("INFO", logger="webhook.app.endpoints"):
+        status = post(client_of(), "validate", body).status_code
+    assert status == int(line.split()[2])
+    assert _review_lines(caplog) == [line]

@@ -21,7 +21,7 @@ from werkzeug.exceptions import HTTPException
 from rules import pipeline
 from rules.context import BadObject
 from rules.model import Decision
-from rules.quoting import escaped
+from rules.quoting import clip, escaped
 from rules.safeload import dump_json
 from webhook import metrics
 from webhook.app.body import BodyError, too_large
@@ -160,26 +160,26 @@ class ReviewEndpoints:
         runtime = self.runtime
         if (unavailable := runtime.unavailable()) is not None:
             metrics.UNAVAILABLE.labels(name).inc()
-            return _error(unavailable, 503)
+            return self._refused(name, unavailable, 503)
         try:
             body = _read_body(environ, self.max_body)
         except BodyError as exc:  # raised by the server's transport (webhook/app/body.py): one line, no traceback
             log.warning("review %s: %s", name, exc.message)
             metrics.BAD_REQUESTS.labels(name, str(exc.status)).inc()
-            return _error(exc.message, exc.status)
+            return self._refused(name, exc.message, exc.status)
         if body is None:
             metrics.BAD_REQUESTS.labels(name, "413").inc()
-            return _error(too_large(self.max_body).message, 413)
+            return self._refused(name, too_large(self.max_body).message, 413)
         try:
             req = decode_review(body)
         except ReviewError as exc:
             metrics.BAD_REQUESTS.labels(name, str(exc.status)).inc()
-            return _error(exc.message, exc.status)
+            return self._refused(name, exc.message, exc.status)
         try:
             decision = endpoint.handler(req, runtime)
         except BadObject as exc:
             metrics.BAD_REQUESTS.labels(name, "400").inc()
-            return _error(exc.text(f"request.{exc.source}"), 400)
+            return self._refused(name, exc.text(f"request.{exc.source}"), 400)
         document = build_response(req, decision, mutating=endpoint.mutating)
         outcome = _outcome(document)
         for rule in decision.rule_errors:
@@ -193,6 +193,12 @@ class ReviewEndpoints:
             log.info("%s", review_line(name, req, decision, document, elapsed))
         return 200, dump_json(document), _JSON
 
+    def _refused(self, name: str, message: str, status: int) -> Answer:
+        """A review answered with an error status: with `--log-reviews` it gets its line like any other."""
+        if self.log_reviews:
+            log.info("review %s: %d %s", name, status, escaped(message.rstrip()))
+        return _error(message, status)
+
 
 def review_line(
     endpoint: str, req: AdmissionRequest, decision: Decision, document: dict[str, Any], seconds: float
@@ -200,14 +206,14 @@ def review_line(
     """One review, for a developer watching `make run` (`--log-reviews`): what came in and what it got.
 
     `review mutate Pod shop/mover-1 CREATE: allowed, 3 patch ops, 1 warning, 0.8 ms`; a name the API server has
-    not generated yet shows as the object's `generateName` and `*`. Names come from the body: escaped."""
+    not generated yet shows as the object's `generateName` and `*`. Names come from the body: clipped, escaped."""
     response = document["response"]
     subject = req.subject
     meta = (subject.obj or subject.old or {}).get("metadata")
     generate = meta.get("generateName") if isinstance(meta, dict) else None
-    name = subject.name or (f"{generate}*" if isinstance(generate, str) and generate else "-")
-    namespace = f"{subject.namespace}/" if subject.namespace else ""
-    who = escaped(f"{subject.kind} {namespace}{name} {subject.operation}")
+    name = clip(subject.name) or (f"{clip(generate)}*" if isinstance(generate, str) and generate else "-")
+    namespace = f"{clip(subject.namespace)}/" if subject.namespace else ""
+    who = escaped(f"{clip(subject.kind)} {namespace}{name} {clip(subject.operation)}")
     ops = len(decision.patch) if "patch" in response else 0
     warnings = len(response.get("warnings") or ())
     verdict = "allowed" if response["allowed"] else "denied"
