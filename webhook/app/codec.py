@@ -153,24 +153,14 @@ def clip_warnings(warnings: list[str]) -> list[str]:
 
 
 def fit_warning(text: str) -> list[str]:
-    """The warning in parts of at most WARNING_LIMIT runes, nothing cut. One within the advised 120 keeps the
-    Kubernetes layout `path: message`; a longer one puts the message (cause, node names, remedy) first and the
-    field path after it, its last segments dropped if need be (the head names the item: `spec.volumes[1]…`), or
-    left out when not even that fits. A message over the limit by itself continues in a second warning, split
-    between clauses, so that no node name or remedy is cut."""
+    """The warning in parts of at most WARNING_LIMIT runes, nothing dropped. One within the advised 120 keeps the
+    Kubernetes layout `path: message`; a longer one puts the message (cause, node names, remedy) first and its
+    whole field path after it, `message (at path)`, which continues in further warnings when over the limit (see
+    `_split`): the path names the item (an annotation key, a volume), so it is never shortened."""
     if len(text) <= WARNING_ADVISED:
         return [text]
     field = _FIELD_WARNING.match(text)
-    if field is None:
-        return _split(text)
-    message, path = field["message"], field["path"]
-    room = WARNING_LIMIT - len(message) - len(" (at )")
-    if len(path) > room:
-        segments = path.split(".")
-        while len(segments) > 1 and len(".".join(segments) + "…") > room:
-            segments.pop()
-        path = ".".join(segments) + "…" if len(segments) > 1 else ""
-    return [f"{message} (at {path})"] if path else _split(message)
+    return _split(text if field is None else f"{field['message']} (at {field['path']})")
 
 
 def _split(text: str) -> list[str]:
