@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rules.messages import denial_message
+from rules.messages import counted, denial_message
 from rules.model import Decision, Json, Subject
 from rules.quoting import escaped
 from rules.safeload import NESTED_TOO_DEEPLY, JsonError, NotTextError, dump_json, load_json
@@ -143,9 +143,7 @@ def clip_warnings(warnings: list[str]) -> list[str]:
         last = i == len(warnings) - 1
         if total + size > WARNINGS_TOTAL_LIMIT - (0 if last else _NOTE_ROOM):
             rest = len(warnings) - i
-            out.append(
-                f"{rest} more warning{'' if rest == 1 else 's'} not shown (storage-affinity-webhook review shows all)"
-            )
+            out.append(f"{counted(rest, 'more warning')} not shown (storage-affinity-webhook review shows all)")
             break
         total += size
         out += parts

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 import yaml
 
 from rules.audit import ObjectAudit, audit_objects
+from rules.messages import counted, plural
 from rules.model import Json
 from rules.policy import Policy
 from webhook.state.index import ClusterIndex, bulk_ingest
@@ -116,7 +117,7 @@ def objects_from_api(
                         audited.append(obj)
                     count += 1
                     if count % 500 == 0 and time.monotonic() - started > 1.0:
-                        progress(f"listing {kind}s: {count}…")
+                        progress(f"listing {plural(kind)}: {count}…")
                 if time.monotonic() - started > 1.0:
                     progress(f"listed {counted(count, kind)}")
             audited.extend(_optional_objects(api, namespace, index))
@@ -137,9 +138,9 @@ def _optional_objects(api: Any, namespace: str | None, index: ClusterIndex) -> l
 
     found: list[Json] = []
     for group in OPTIONAL_GROUPS:
-        for plural, kind in group.resources:
+        for resources, kind in group.resources:
             scope = None if kind in group.cluster_scoped else namespace
-            found.extend(_custom_objects(api, scope, index, (group.group, group.version, plural), kind))
+            found.extend(_custom_objects(api, scope, index, (group.group, group.version, resources), kind))
     return found
 
 
@@ -272,11 +273,6 @@ def _wrapped(text: str, width: int) -> list[str]:
             rest = rest[at:]
         lines.append(rest)
     return lines
-
-
-def counted(count: int, noun: str) -> str:
-    """`1 finding`, `2 findings`: the count and its noun agreeing in number."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def default_output(stream: TextIO) -> str:
