@@ -205,7 +205,8 @@ WRAPPED = {"OBJECT": 24, "PLACEMENT": 16, "FIELD": 24, "MESSAGE": 40}
 def render_table(run: AuditRun, width: int | None = None, *, wide: bool = False) -> str:
     """One row a finding, Multi-Attach movers first, then by namespace, kind and name; a summary line last. The
     CAUSE column names why a stuck storage pod is stuck (its JSON `cause` has the message and the remedy). With a
-    `width`, the long columns wrap onto more lines so that the row fits it; nothing is ever cut."""
+    `width`, the long columns wrap onto more lines so that the row fits it, and below the narrowest table (the
+    WRAPPED minimums) each finding is a block of `key: value` lines (`_block`); nothing is ever cut."""
     columns = WIDE_COLUMNS if wide else COLUMNS
     rows: list[tuple[str, ...]] = []
     for report in run.reports:
@@ -233,6 +234,8 @@ def render_table(run: AuditRun, width: int | None = None, *, wide: bool = False)
     widths = [max(len(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
     if width is not None and not wide:
         widths = _fitted(columns, rows, widths, width)
+        if sum(widths) + 2 * (len(widths) - 1) > width:
+            return "\n\n".join([*(_block(columns, row, width) for row in rows), "\n".join(_wrapped(line, width))])
     lines: list[str] = []
     for row in [columns, *rows]:
         cells = [_wrapped(cell, w) for cell, w in zip(row, widths, strict=True)]
@@ -242,9 +245,23 @@ def render_table(run: AuditRun, width: int | None = None, *, wide: bool = False)
     return "\n".join([*lines, "", line])
 
 
+def _block(columns: tuple[str, ...], row: tuple[str, ...], width: int) -> str:
+    """A finding as `OBJECT name` then an indented `key: value` line a column, for a terminal narrower than the
+    narrowest table: each value wraps (`_wrapped`) under its first line, so that no line is wider than `width`
+    unless a single word is."""
+    keys = [f"{column.lower()}:" for column in columns[1:]]
+    indent = 2 + max(len(key) for key in keys) + 1
+    lines = [f"{columns[0]} {row[0]}"]
+    for key, value in zip(keys, row[1:], strict=True):
+        wrapped = _wrapped(value, max(width - indent, WRAPPED["OBJECT"]))
+        lines.append(f"  {key.ljust(indent - 3)} {wrapped[0]}")
+        lines += [" " * indent + part for part in wrapped[1:]]
+    return "\n".join(lines)
+
+
 def _fitted(columns: tuple[str, ...], rows: list[tuple[str, ...]], widths: list[int], width: int) -> list[int]:
     """Column widths whose rows fit `width`: OBJECT, PLACEMENT and FIELD give up room first, the widest a character
-    at a time, then MESSAGE; none below its minimum (a terminal narrower than that wraps the row itself)."""
+    at a time, then MESSAGE; none below its minimum (narrower than that, `render_table` prints blocks)."""
     fitted = list(widths)
     floor = {
         i: max([WRAPPED[c], *(len(word) for r in rows for word in r[i].split() if c in ("PLACEMENT", "MESSAGE"))])
@@ -284,8 +301,11 @@ def table_width(stream: TextIO) -> int | None:
     $COLUMNS when set, else None, so that a table written to a file or a pipe keeps a finding a line."""
     if stream.isatty():
         return shutil.get_terminal_size().columns
-    columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:  # unset, empty, or not a number (`²` passes isdigit() yet is no int)
+        return None
+    return columns if columns > 0 else None
 
 
 def exit_code(run: AuditRun) -> int:
