@@ -23,7 +23,7 @@ from rules.audit import ObjectAudit, audit_objects
 from rules.messages import counted, plural
 from rules.model import Json
 from rules.policy import Policy
-from webhook.state.index import ClusterIndex, bulk_ingest
+from webhook.state.index import ClusterIndex, bulk_ingest, identity
 from webhook.state.static import read_manifests, state_of
 
 EXIT_CLEAN, EXIT_FINDINGS = 0, 1
@@ -72,9 +72,17 @@ def run_audit(
 
 
 def objects_from_files(paths: Iterable[Path]) -> tuple[list[Json], ClusterIndex]:
-    """The objects of the manifests (the same formats as `review --cluster`) and the state they make."""
+    """The objects of the manifests (the same formats as `review --cluster`) and the state they make; an object
+    given twice (the same kind, namespace and name, in one file or two) is audited once, as the last one given, the
+    one the index keeps. An unnamed one (a Job with only `generateName`) is each its own object."""
     manifests = read_manifests(paths)
-    return [obj for _, obj in manifests], state_of(manifests)
+    state = state_of(manifests)
+    latest: dict[object, Json] = {}
+    for _, obj in manifests:
+        meta = obj.get("metadata")
+        named = isinstance(meta, dict) and isinstance(meta.get("name"), str) and meta["name"]
+        latest[identity(obj) if named else id(obj)] = obj
+    return list(latest.values()), state
 
 
 def objects_from_api(
