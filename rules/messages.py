@@ -22,8 +22,7 @@ def denial_message(decision: Decision) -> str:
         return escaped(f"{PREFIX}: {decision.failure} (policy onLookupFailure: deny)")
     findings = decision.denials
     count = len(findings)
-    noun = "problem" if count == 1 else "problems"
-    message = f"{PREFIX}: {count} {noun}: "
+    message = f"{PREFIX}: {counted(count, 'problem')}: "
     for i, found in enumerate(findings, 1):
         text = f"{clip(found.field, FIELD_LIMIT)}: {found.message}" if found.field else found.message
         item = f"({i}) {clip(text, FINDING_TEXT_LIMIT)}"
@@ -31,3 +30,17 @@ def denial_message(decision: Decision) -> str:
             return escaped(message + f"; and {count - i + 1} more (fix these first)")
         message += item if i == 1 else "; " + item
     return escaped(message)
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 finding`, `2 findings`, `2 StorageClasses`: the count and its noun agreeing in number."""
+    return f"{count} {noun if count == 1 else plural(noun)}"
+
+
+def plural(noun: str) -> str:
+    """The English plural of a noun or a Kubernetes kind (its last word): `StorageClasses`, `entries`, `Pods`."""
+    if noun.endswith(("s", "x", "z", "ch", "sh")):
+        return noun + "es"
+    if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return noun[:-1] + "ies"
+    return noun + "s"

@@ -42,6 +42,8 @@ RULE_ERROR = "internal"
 def mutate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: str = "") -> Decision:
     """The mutating webhook's decision: patch operations only on CREATE of a Pod or Job."""
     ctx = Context(subject, view, policy, own_namespace)
+    if subject.kind in POD_KINDS and subject.operation != "CREATE":
+        ctx.reason(f"operation {subject.operation} is not mutated: only CREATE is")
     if subject.operation != "CREATE" or subject.kind not in POD_KINDS or not isinstance(subject.obj, dict):
         return ctx.decision
     if not _checked(ctx):
@@ -62,6 +64,8 @@ def mutate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: s
 def validate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: str = "") -> Decision:
     """The validating webhook's decision: findings with enforcement applied."""
     ctx = Context(subject, view, policy, own_namespace)
+    if subject.operation not in ("CREATE", "UPDATE"):
+        ctx.reason(f"operation {subject.operation} is not checked: only CREATE and UPDATE are")
     if not isinstance(subject.obj, dict) or subject.operation not in ("CREATE", "UPDATE"):
         return ctx.decision
     path = TEMPLATE_PATHS.get(subject.kind)
@@ -91,6 +95,8 @@ def validate(subject: Subject, view: ClusterView, policy: Policy, own_namespace:
     elif subject.kind == "ConfigMap":
         for cm_rule in registry.CONFIG_MAP_VALIDATORS:
             _run(ctx, cm_rule, subject.obj)
+        if not ctx.decision.reasons:  # each rule says which ConfigMap it checks it as
+            ctx.reason("not a policy or Velero node-agent ConfigMap: no rule checks it")
     _apply_enforcement(ctx)
     return ctx.decision
 

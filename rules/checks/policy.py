@@ -16,6 +16,7 @@ def policy_config_map(ctx: Context, config_map: Json) -> None:
     labels = (config_map.get("metadata") or {}).get("labels") or {}
     if not isinstance(labels, Mapping) or labels.get(POLICY_LABEL) != "true":
         return
+    ctx.reason(f"policy ConfigMap (label {POLICY_LABEL}=true): checked as the webhook loads it")
     try:
         policy_from_config_map(config_map)
     except PolicyError as exc:

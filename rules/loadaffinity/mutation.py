@@ -42,6 +42,7 @@ from rules.loadaffinity.entries import load_affinity_problems
 from rules.loadaffinity.nodeagents import restrict_to_node_agents, warn_selected_node
 from rules.loadaffinity.velero import NodeAgentConfig, VeleroConfigError, read_config
 from rules.memo import Memo
+from rules.messages import counted
 from rules.model import Json
 from rules.policy import Policy
 from rules.safeload import JsonError, load_json
@@ -93,7 +94,7 @@ def _place(ctx: Context, target: PodTarget, role: str) -> str | None:
     apply_terms(ctx, target, load, volume_terms(ctx, target))
     target.patch.set("metadata", "annotations", LOAD_AFFINITY_APPLIED, value=load.applied)
     ctx.audit("load-affinity-applied", load.applied)
-    which = f"{load.count} {settings.source} entr{'y' if load.count == 1 else 'ies'}"
+    which = counted(load.count, f"{settings.source} entry")
     scope = "class " + load.applied if load.applied != GLOBAL else "every class"
     ctx.reason(f"load affinity: {which} for {scope} (ORed)")
     return f"loadAffinity for {scope}"

@@ -31,6 +31,7 @@ def velero_config_map(ctx: Context, config_map: Json) -> None:
     namespace = ctx.subject.namespace or str(meta.get("namespace") or "")
     if source is None or (namespace, meta.get("name")) != source:
         return
+    ctx.reason("Velero node-agent ConfigMap (the policy's loadAffinitySource): checked as Velero reads it")
     errors, unknown = config_problems(config_map)
     for path, message in errors:
         ctx.report(path, message, FAMILY)

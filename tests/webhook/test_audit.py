@@ -344,3 +344,25 @@ def test_a_reader_that_goes_away_stops_the_audit_quietly(tmp_path: Path) -> None
         code = audit.wait(timeout=60)
     assert "Traceback" not in stderr, stderr
     assert code == 128 + signal.SIGPIPE, (code, stderr)
+
+
+def test_an_object_given_twice_is_audited_once_as_the_last_one_given(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The same file twice audits nothing twice; a Pod given again (same kind, namespace and name) is audited as the
+    last one given, the one the index keeps (tests/data/audit/findings.yaml's minio-0, its contradiction fixed)."""
+    once = json.loads(audit(capsys, "--cluster", *CLUSTER, "-o", "json")[1])
+    twice = json.loads(audit(capsys, "--cluster", *CLUSTER, "--cluster", CLUSTER[1], "-o", "json")[1])
+    assert twice == once
+    fixed = tmp_path / "minio-fixed.yaml"
+    fixed.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: minio-0, namespace: storage}\n"
+        "spec: {containers: [{name: minio, image: minio/minio}]}\n"
+    )
+    minio = [("storage", "minio-0")]
+    last_fixed = json.loads(audit(capsys, "--cluster", *CLUSTER, str(fixed), "-o", "json")[1])
+    assert [(o["namespace"], o["name"]) for o in last_fixed["objects"] if o["name"] == "minio-0"] == []
+    assert last_fixed["summary"]["audited"] == once["summary"]["audited"]
+    first_fixed = json.loads(audit(capsys, "--cluster", CLUSTER[0], str(fixed), CLUSTER[1], "-o", "json")[1])
+    assert [(o["namespace"], o["name"]) for o in first_fixed["objects"] if o["name"] == "minio-0"] == minio
+    assert first_fixed == once

@@ -1,6 +1,7 @@
 """`audit -o table` on a terminal and off it: sized to the terminal ($COLUMNS first, as `shutil` reads it), long
-columns wrapped rather than cut, a finding a line when written to a file or a pipe; `-o wide` adds columns and
-never wraps. The terminal is a real pseudo-terminal (pty), with its window size set."""
+columns wrapped rather than cut, a block a finding below the narrowest table, a finding a line when written to a
+file or a pipe; `-o wide` adds columns and never wraps. The terminal is a real pseudo-terminal (pty), with its
+window size set."""
 
 from __future__ import annotations
 
@@ -133,23 +134,62 @@ def test_a_stuck_pod_s_remedy_is_in_the_wide_table() -> None:
     assert remedies and all(any(line.endswith("  " + r) for line in rows(table)) for r in remedies)
 
 
+def blocks(text: str) -> list[str]:
+    """The findings of a narrow terminal's output: one block each, the summary last."""
+    return text.rstrip("\n").split("\n\n")[:-1]
+
+
+def assert_blocks_fit(text: str, messages: list[str], width: int) -> None:
+    """One `OBJECT …` block a finding, every line within `width`, every message whole."""
+    found = blocks(text)
+    assert len(found) == len(messages)
+    assert all(block.startswith("OBJECT ") for block in found)
+    assert all(line.startswith("  ") for block in found for line in block.splitlines()[1:])
+    assert max(len(line) for line in text.splitlines()) <= width
+    assert_whole(text, messages)
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_on_a_terminal_narrower_than_the_table_a_finding_is_a_block(messages: list[str], width: int) -> None:
+    """The narrowest table is wider than these terminals (its columns' minimums): rows the terminal itself wrapped
+    would be unreadable, so each finding is a block of `key: value` lines."""
+    text = on_terminal([*ARGS, "-o", "table"], width)
+    assert_blocks_fit(text, messages, width)
+    assert f" objects audited: {len(messages)} findings in " in text.split("\n\n")[-1]
+
+
+def test_off_a_terminal_columns_80_gives_blocks_too(messages: list[str]) -> None:
+    assert_blocks_fit(piped([*ARGS, "-o", "table"], columns="80"), messages, 80)
+
+
+def test_on_a_terminal_columns_80_comes_first(messages: list[str]) -> None:
+    assert_blocks_fit(on_terminal([*ARGS, "-o", "table"], 210, columns="80"), messages, 80)
+
+
+@pytest.mark.parametrize("columns", ["²", "-3", "80x", ""])
+def test_a_columns_that_is_no_width_is_ignored(messages: list[str], columns: str) -> None:
+    table = piped([*ARGS, "-o", "table"], columns=columns)
+    assert len(rows(table)) == 1 + len(messages)
+
+
 def test_narrower_than_the_columns_need_nothing_is_cut() -> None:
-    """Below the narrowest the wrapping columns go (WRAPPED), the row is wider than asked and the terminal wraps
-    it; a node name stays whole, a field path wraps after a dot."""
+    """Below the narrowest the wrapping columns go (WRAPPED), each finding is a block within the width; a node name
+    stays whole, a field path wraps after a dot."""
     node = "ip-10-0-1-17.ec2.internal"
     report = ObjectAudit("Pod", "shop", "db-0", node=node, placement="misplaced", wanted=f"node {node} (with pod a)")
     message = f"claim data is in use on node {node} " + "detail " * 20 + "remedy"
     report.findings.append(
         AuditFinding("placement", "spec.volumes[0].persistentVolumeClaim.claimName", message, "deny")
     )
-    table = render_table(AuditRun([report]), 60)
+    table = render_table(AuditRun([report]), 50)
     lines = table.splitlines()
-    assert len(lines[0]) > 60 and len(lines[1]) > 60
-    assert max(len(line) for line in lines[:-1]) < sum(WRAPPED.values()) + 80
-    assert table.split().count(node) == 3  # NODE, PLACEMENT and MESSAGE
+    assert lines[0] == "OBJECT pod/shop/db-0"
+    assert lines[1] == "  role:      -"
+    assert max(len(line) for line in lines) <= 50
+    assert sum(WRAPPED.values()) > 50
+    assert table.split().count(node) == 3  # node, placement and message
     assert set(message.split()) <= set(table.split())
     assert [w for w in table.split() if w.startswith(("spec.", "persistentVolumeClaim.", "claimName"))] == [
         "spec.volumes[0].",
-        "persistentVolumeClaim.",
-        "claimName",
+        "persistentVolumeClaim.claimName",
     ]

@@ -138,3 +138,35 @@ def test_certs_into_a_directory_that_cannot_be_made_exits_2(capsys: pytest.Captu
     assert main(["certs", "--service", "s", "--namespace", "n", "--out", str(blocker / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"storage-affinity-webhook: {blocker / 'out'}: cannot write: "), err
+
+
+@pytest.mark.parametrize("service", ["Bad_Name", "a" * 64, "x.y"])
+def test_certs_for_a_service_that_is_no_dns_label_exits_2_naming_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, service: str
+) -> None:
+    assert main(["certs", "--service", service, "--namespace", "n", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"storage-affinity-webhook: service {service!r} is not a valid DNS label"), err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+ROTATE = ["rotate-certs", "--once", "--cert-dir", "certs", "--cert-secret", "s", "--service", "svc", "--namespace", "n"]
+
+
+def test_rotate_certs_with_a_missing_kubeconfig_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main([*ROTATE, "--kubeconfig", str(tmp_path / MISSING)]) == 2
+    err = capsys.readouterr().err
+    assert f"--kubeconfig {tmp_path / UNREADABLE}" in err and "rotation failed" not in err, err
+
+
+def test_rotate_certs_without_any_api_says_what_it_takes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rotate-certs has no --cluster (static state): its message offers only what it takes."""
+    for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
+    assert main(ROTATE) == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith("no $KUBECONFIG and no ~/.kube/config; pass --kubeconfig PATH"), err
+    assert "--cluster" not in err and "live state" not in err

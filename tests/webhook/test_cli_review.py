@@ -154,3 +154,39 @@ def test_a_kind_review_does_not_check_exits_2_and_says_so(manifest: str) -> None
         f'storage-affinity-webhook: <stdin>: kind "{kind}" is not reviewed: no rule checks it '
         "(review checks Pod, ConfigMap, Job, Deployment, StatefulSet, DaemonSet, ReplicaSet, CronJob)\n"
     )
+
+
+@pytest.mark.parametrize("operation", ["DELETE", "CONNECT"])
+def test_an_operation_no_rule_checks_is_allowed_saying_so(operation: str) -> None:
+    """An empty `decisions` would read as a pass of every rule: the answer says none ran, and why."""
+    pod = yaml.safe_load((EXAMPLES / "plain-pod.yaml").read_text())
+    review = admission_review(operation, pod if operation == "CONNECT" else None, pod)
+    result = run("-f", "-", "-o", "json", stdin=json.dumps(review))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["allowed"] is True
+    assert out["decisions"] == [
+        f"operation {operation} is not mutated: only CREATE is",
+        f"operation {operation} is not checked: only CREATE and UPDATE are",
+    ]
+
+
+def test_a_config_map_no_rule_checks_is_allowed_saying_so() -> None:
+    config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app-settings, namespace: shop}\ndata: {a: b}\n"
+    result = run("-f", "-", "-o", "json", stdin=config_map)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["decisions"] == ["not a policy or Velero node-agent ConfigMap: no rule checks it"]
+
+
+@pytest.mark.parametrize(
+    ("manifest", "policy", "decision"),
+    [
+        ("policy-configmap-broken.yaml", None, "policy ConfigMap (label storage-affinity.io/policy=true)"),
+        ("velero-node-agent-config-broken.yaml", "policy-velero-source.yaml", "Velero node-agent ConfigMap"),
+    ],
+)
+def test_a_config_map_a_rule_checks_says_as_what(manifest: str, policy: str | None, decision: str) -> None:
+    policy_args = ("--policy", str(EXAMPLES / policy)) if policy else ()
+    result = run("-f", str(EXAMPLES / manifest), *policy_args, *CLUSTER, "-o", "json")
+    decisions = json.loads(result.stdout)["decisions"]
+    assert len(decisions) == 1 and decisions[0].startswith(decision), decisions

@@ -86,6 +86,8 @@ def test_node_names_and_the_whole_message_survive(case: str, nodes: set[str], re
     field = FIELD.match(reason)
     message = field["message"] if field else reason
     assert said.startswith(message), f"{case}: the cause and remedy come first, whole"
+    if field:
+        assert said.endswith(f" (at {field['path']})"), f"{case}: the field path {field['path']} lost or cut"
 
 
 @pytest.mark.parametrize(
@@ -98,10 +100,19 @@ def test_node_names_and_the_whole_message_survive(case: str, nodes: set[str], re
         ),
         pytest.param(
             "spec.template.spec.volumes[12].persistentVolumeClaim.claimName: " + "m" * 220,
-            ["m" * 220 + " (at spec.template.spec…)"],
-            id="a long path loses its last segments",
+            ["m" * 220 + " (at", "… spec.template.spec.volumes[12].persistentVolumeClaim.claimName)"],
+            id="a long path continues whole in a second warning",
         ),
-        pytest.param("spec.volumes[0].persistentVolumeClaim.claimName: " + "m" * 240, ["m" * 240], id="or goes"),
+        pytest.param(
+            "metadata.annotations[backup.velero.io/backup-volumes]: " + "m " * 119 + "m",
+            ["m " * 119 + "m (at", "… metadata.annotations[backup.velero.io/backup-volumes])"],
+            id="a path is never split inside its brackets",
+        ),
+        pytest.param(
+            "spec.volumes[0].persistentVolumeClaim.claimName: " + "m" * 240,
+            ["m" * 240 + " (at", "… spec.volumes[0].persistentVolumeClaim.claimName)"],
+            id="nor dropped",
+        ),
         pytest.param(
             "on node " + "n" * 150 + ", held by " + "p" * 100 + ": remedy",
             ["on node " + "n" * 150 + ",", "… held by " + "p" * 100 + ": remedy"],
@@ -118,10 +129,14 @@ def test_a_long_warning_is_fitted_message_first_nothing_cut(reason: str, expecte
 
 @given(st.text(alphabet=st.sampled_from("ab :;,.…\u202e"), max_size=2000))
 @example("a, " + "x" * 300)  # after the first part, the only space is the continuation mark's
+@example("a: " + "b " * 140)  # a field warning whose message alone is over the limit keeps its path
 def test_any_text_is_fitted_in_parts_within_the_limit_losing_no_word(text: str) -> None:
     """Whatever the spacing (a space right after the continuation mark, words longer than the limit), fitting ends
-    with every part within the limit and every non-space character kept, in order."""
+    with every part within the limit and every non-space character kept, in order: a long `path: message` as
+    `message (at path)`."""
     parts = fit_warning(text)
     assert all(len(part) <= WARNING_LIMIT for part in parts)
     kept = "".join(part.removeprefix("… ") if i else part for i, part in enumerate(parts))
-    assert [c for c in kept if not c.isspace()] == [c for c in text if not c.isspace()]
+    field = FIELD.match(text)
+    expected = f"{field['message']} (at {field['path']})" if field and len(text) > WARNING_ADVISED else text
+    assert [c for c in kept if not c.isspace()] == [c for c in expected if not c.isspace()]

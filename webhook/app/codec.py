@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rules.messages import denial_message
+from rules.messages import counted, denial_message
 from rules.model import Decision, Json, Subject
 from rules.quoting import escaped
 from rules.safeload import NESTED_TOO_DEEPLY, JsonError, NotTextError, dump_json, load_json
@@ -143,9 +143,7 @@ def clip_warnings(warnings: list[str]) -> list[str]:
         last = i == len(warnings) - 1
         if total + size > WARNINGS_TOTAL_LIMIT - (0 if last else _NOTE_ROOM):
             rest = len(warnings) - i
-            out.append(
-                f"{rest} more warning{'' if rest == 1 else 's'} not shown (storage-affinity-webhook review shows all)"
-            )
+            out.append(f"{counted(rest, 'more warning')} not shown (storage-affinity-webhook review shows all)")
             break
         total += size
         out += parts
@@ -153,24 +151,14 @@ def clip_warnings(warnings: list[str]) -> list[str]:
 
 
 def fit_warning(text: str) -> list[str]:
-    """The warning in parts of at most WARNING_LIMIT runes, nothing cut. One within the advised 120 keeps the
-    Kubernetes layout `path: message`; a longer one puts the message (cause, node names, remedy) first and the
-    field path after it, its last segments dropped if need be (the head names the item: `spec.volumes[1]…`), or
-    left out when not even that fits. A message over the limit by itself continues in a second warning, split
-    between clauses, so that no node name or remedy is cut."""
+    """The warning in parts of at most WARNING_LIMIT runes, nothing dropped. One within the advised 120 keeps the
+    Kubernetes layout `path: message`; a longer one puts the message (cause, node names, remedy) first and its
+    whole field path after it, `message (at path)`, which continues in further warnings when over the limit (see
+    `_split`): the path names the item (an annotation key, a volume), so it is never shortened."""
     if len(text) <= WARNING_ADVISED:
         return [text]
     field = _FIELD_WARNING.match(text)
-    if field is None:
-        return _split(text)
-    message, path = field["message"], field["path"]
-    room = WARNING_LIMIT - len(message) - len(" (at )")
-    if len(path) > room:
-        segments = path.split(".")
-        while len(segments) > 1 and len(".".join(segments) + "…") > room:
-            segments.pop()
-        path = ".".join(segments) + "…" if len(segments) > 1 else ""
-    return [f"{message} (at {path})"] if path else _split(message)
+    return _split(text if field is None else f"{field['message']} (at {field['path']})")
 
 
 def _split(text: str) -> list[str]:

@@ -20,9 +20,10 @@ from typing import Any, TextIO
 import yaml
 
 from rules.audit import ObjectAudit, audit_objects
+from rules.messages import counted, plural
 from rules.model import Json
 from rules.policy import Policy
-from webhook.state.index import ClusterIndex, bulk_ingest
+from webhook.state.index import ClusterIndex, bulk_ingest, identity
 from webhook.state.static import read_manifests, state_of
 
 EXIT_CLEAN, EXIT_FINDINGS = 0, 1
@@ -71,9 +72,17 @@ def run_audit(
 
 
 def objects_from_files(paths: Iterable[Path]) -> tuple[list[Json], ClusterIndex]:
-    """The objects of the manifests (the same formats as `review --cluster`) and the state they make."""
+    """The objects of the manifests (the same formats as `review --cluster`) and the state they make; an object
+    given twice (the same kind, namespace and name, in one file or two) is audited once, as the last one given, the
+    one the index keeps. An unnamed one (a Job with only `generateName`) is each its own object."""
     manifests = read_manifests(paths)
-    return [obj for _, obj in manifests], state_of(manifests)
+    state = state_of(manifests)
+    latest: dict[object, Json] = {}
+    for _, obj in manifests:
+        meta = obj.get("metadata")
+        named = isinstance(meta, dict) and isinstance(meta.get("name"), str) and meta["name"]
+        latest[identity(obj) if named else id(obj)] = obj
+    return list(latest.values()), state
 
 
 def objects_from_api(
@@ -116,7 +125,7 @@ def objects_from_api(
                         audited.append(obj)
                     count += 1
                     if count % 500 == 0 and time.monotonic() - started > 1.0:
-                        progress(f"listing {kind}s: {count}…")
+                        progress(f"listing {plural(kind)}: {count}…")
                 if time.monotonic() - started > 1.0:
                     progress(f"listed {counted(count, kind)}")
             audited.extend(_optional_objects(api, namespace, index))
@@ -137,9 +146,9 @@ def _optional_objects(api: Any, namespace: str | None, index: ClusterIndex) -> l
 
     found: list[Json] = []
     for group in OPTIONAL_GROUPS:
-        for plural, kind in group.resources:
+        for resources, kind in group.resources:
             scope = None if kind in group.cluster_scoped else namespace
-            found.extend(_custom_objects(api, scope, index, (group.group, group.version, plural), kind))
+            found.extend(_custom_objects(api, scope, index, (group.group, group.version, resources), kind))
     return found
 
 
@@ -204,7 +213,8 @@ WRAPPED = {"OBJECT": 24, "PLACEMENT": 16, "FIELD": 24, "MESSAGE": 40}
 def render_table(run: AuditRun, width: int | None = None, *, wide: bool = False) -> str:
     """One row a finding, Multi-Attach movers first, then by namespace, kind and name; a summary line last. The
     CAUSE column names why a stuck storage pod is stuck (its JSON `cause` has the message and the remedy). With a
-    `width`, the long columns wrap onto more lines so that the row fits it; nothing is ever cut."""
+    `width`, the long columns wrap onto more lines so that the row fits it, and below the narrowest table (the
+    WRAPPED minimums) each finding is a block of `key: value` lines (`_block`); nothing is ever cut."""
     columns = WIDE_COLUMNS if wide else COLUMNS
     rows: list[tuple[str, ...]] = []
     for report in run.reports:
@@ -232,6 +242,8 @@ def render_table(run: AuditRun, width: int | None = None, *, wide: bool = False)
     widths = [max(len(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
     if width is not None and not wide:
         widths = _fitted(columns, rows, widths, width)
+        if sum(widths) + 2 * (len(widths) - 1) > width:
+            return "\n\n".join([*(_block(columns, row, width) for row in rows), "\n".join(_wrapped(line, width))])
     lines: list[str] = []
     for row in [columns, *rows]:
         cells = [_wrapped(cell, w) for cell, w in zip(row, widths, strict=True)]
@@ -241,9 +253,23 @@ def render_table(run: AuditRun, width: int | None = None, *, wide: bool = False)
     return "\n".join([*lines, "", line])
 
 
+def _block(columns: tuple[str, ...], row: tuple[str, ...], width: int) -> str:
+    """A finding as `OBJECT name` then an indented `key: value` line a column, for a terminal narrower than the
+    narrowest table: each value wraps (`_wrapped`) under its first line, so that no line is wider than `width`
+    unless a single word is."""
+    keys = [f"{column.lower()}:" for column in columns[1:]]
+    indent = 2 + max(len(key) for key in keys) + 1
+    lines = [f"{columns[0]} {row[0]}"]
+    for key, value in zip(keys, row[1:], strict=True):
+        wrapped = _wrapped(value, max(width - indent, WRAPPED["OBJECT"]))
+        lines.append(f"  {key.ljust(indent - 3)} {wrapped[0]}")
+        lines += [" " * indent + part for part in wrapped[1:]]
+    return "\n".join(lines)
+
+
 def _fitted(columns: tuple[str, ...], rows: list[tuple[str, ...]], widths: list[int], width: int) -> list[int]:
     """Column widths whose rows fit `width`: OBJECT, PLACEMENT and FIELD give up room first, the widest a character
-    at a time, then MESSAGE; none below its minimum (a terminal narrower than that wraps the row itself)."""
+    at a time, then MESSAGE; none below its minimum (narrower than that, `render_table` prints blocks)."""
     fitted = list(widths)
     floor = {
         i: max([WRAPPED[c], *(len(word) for r in rows for word in r[i].split() if c in ("PLACEMENT", "MESSAGE"))])
@@ -274,11 +300,6 @@ def _wrapped(text: str, width: int) -> list[str]:
     return lines
 
 
-def counted(count: int, noun: str) -> str:
-    """`1 finding`, `2 findings`: the count and its noun agreeing in number."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def default_output(stream: TextIO) -> str:
     return "table" if stream.isatty() else "json"
 
@@ -288,8 +309,11 @@ def table_width(stream: TextIO) -> int | None:
     $COLUMNS when set, else None, so that a table written to a file or a pipe keeps a finding a line."""
     if stream.isatty():
         return shutil.get_terminal_size().columns
-    columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:  # unset, empty, or not a number (`²` passes isdigit() yet is no int)
+        return None
+    return columns if columns > 0 else None
 
 
 def exit_code(run: AuditRun) -> int:

@@ -408,10 +408,14 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _rotate(args: argparse.Namespace) -> int:
     from webhook.logs import configure_logging
+    from webhook.state.apisource import ApiConfigError
 
     configure_logging("info")
     try:
         return selfcerts.rotate(args)
+    except ApiConfigError as exc:  # bad input, like every command's: no API settings to use
+        print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except Exception as exc:  # the message matters more than the trace to an operator reading pod logs
         print(f"storage-affinity-webhook: certificate rotation failed: {exc}", file=sys.stderr)
         return 1
@@ -504,6 +508,9 @@ def _certs(args: argparse.Namespace) -> int:
 
     try:
         issue_to_dir(args.service, args.namespace, args.out)
+    except ValueError as exc:  # a service or namespace that is no DNS label (certs/issue.py names which)
+        print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except OSError as exc:
         print(f"storage-affinity-webhook: {exc.filename or args.out}: cannot write: {exc.strerror}", file=sys.stderr)
         return EXIT_BAD_INPUT

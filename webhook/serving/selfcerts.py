@@ -66,7 +66,7 @@ def rotate(args: argparse.Namespace) -> int:
     from certs.rotation import CertificateRotator, KubeApi, RotationSettings
     from webhook.state.apisource import load_configuration
 
-    configuration, _ = load_configuration(args.kubeconfig)
+    configuration, _ = load_configuration(args.kubeconfig, live_state=False)
     settings = RotationSettings(
         namespace=args.namespace,
         secret_name=args.cert_secret,

@@ -18,8 +18,9 @@ class ApiConfigError(ValueError):
     """No usable connection settings for the Kubernetes API."""
 
 
-def api_source(kubeconfig: Path | None = None) -> tuple[str, Path | None]:
-    """Like controller-runtime: --kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config → (kind, file)."""
+def api_source(kubeconfig: Path | None = None, *, live_state: bool = True) -> tuple[str, Path | None]:
+    """Like controller-runtime: --kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config → (kind, file). Without
+    any, the error offers `--cluster` (static state) only to a `live_state` command: `rotate-certs` has none."""
     if kubeconfig is not None:
         try:
             kubeconfig.open("rb").close()
@@ -34,19 +35,22 @@ def api_source(kubeconfig: Path | None = None) -> tuple[str, Path | None]:
     default = Path("~/.kube/config").expanduser()
     if default.is_file():
         return "kubeconfig", default
+    what, alternative = (
+        ("read live state from", ", or --cluster FILE... for static state") if live_state else ("use", "")
+    )
     raise ApiConfigError(
-        "no Kubernetes API to read live state from: not in a cluster, no --kubeconfig, no $KUBECONFIG "
-        "and no ~/.kube/config; pass --kubeconfig PATH, or --cluster FILE... for static state"
+        f"no Kubernetes API to {what}: not in a cluster, no --kubeconfig, no $KUBECONFIG "
+        f"and no ~/.kube/config; pass --kubeconfig PATH{alternative}"
     )
 
 
-def load_configuration(kubeconfig: Path | None = None) -> tuple[Any, str]:
+def load_configuration(kubeconfig: Path | None = None, *, live_state: bool = True) -> tuple[Any, str]:
     """The client's settings (a `kubernetes.client.Configuration`) from the source `api_source` picks, and a
     description of it for the log. The client is imported here, in a worker, never in the master (gevent)."""
     from kubernetes import client, config
 
     configuration = client.Configuration()
-    kind, path = api_source(kubeconfig)
+    kind, path = api_source(kubeconfig, live_state=live_state)
     try:
         if kind == "in-cluster":
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]

@@ -208,7 +208,7 @@ def _placement(node: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     return (node.get("metadata") or {}).get("labels"), node.get("spec"), node.get("status")
 
 
-def _identity(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str]]:
+def identity(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str]]:
     """(kind, (namespace, name)): how the index files an object."""
     meta = obj.get("metadata") or {}
     return str(obj.get("kind")), (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
@@ -233,7 +233,7 @@ class ClusterIndex:
 
     def apply(self, obj: Mapping[str, Any]) -> None:
         """Add or replace one object (an ADDED or MODIFIED event)."""
-        kind, key = _identity(obj)
+        kind, key = identity(obj)
         if kind not in self._objects:
             return
         if kind == "Pod":
@@ -260,7 +260,7 @@ class ClusterIndex:
 
     def remove(self, obj: Mapping[str, Any]) -> None:
         """Forget one object (a DELETED event)."""
-        kind, key = _identity(obj)
+        kind, key = identity(obj)
         if kind not in self._objects:
             return
         with self._lock:
