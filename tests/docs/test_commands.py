@@ -19,6 +19,7 @@ Any other command fails the test, so a new kind of command in the docs must be t
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -169,7 +170,8 @@ def _make_run() -> Iterator[int]:
                 time.sleep(0.2)
             yield port
         finally:
-            os.killpg(process.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):  # make run may have ended already, which the error says
+                os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=30)
 
 
