@@ -20,6 +20,7 @@ from werkzeug.exceptions import HTTPException
 
 from rules import pipeline
 from rules.context import BadObject
+from rules.messages import counted
 from rules.model import Decision
 from rules.quoting import clip, escaped
 from rules.safeload import dump_json
@@ -218,8 +219,8 @@ def review_line(
     warnings = len(response.get("warnings") or ())
     verdict = "allowed" if response["allowed"] else "denied"
     return (
-        f"review {endpoint} {who}: {verdict}, {ops} patch op{'s' * (ops != 1)}, "
-        f"{warnings} warning{'s' * (warnings != 1)}, {seconds * 1000:.1f} ms"
+        f"review {endpoint} {who}: {verdict}, {counted(ops, 'patch op')}, {counted(warnings, 'warning')}, "
+        f"{seconds * 1000:.1f} ms"
     )
 
 
