@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 Json = dict[str, Any]
+
+
+def namespaced_name(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of an object, "" for what it lacks: how every store and list here keys one."""
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
 
 #: The prefix of every annotation this project reads or writes.
 PREFIX = "storage-affinity.io/"

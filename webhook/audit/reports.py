@@ -17,13 +17,12 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from kubernetes import client
 from kubernetes.client import ApiException
 
 from rules.audit import ObjectAudit
-from rules.model import Json
+from rules.model import Json, namespaced_name
 from rules.reports import MANAGED_BY, REPORT_KINDS, SOURCE, ReportKind, build_reports, keep_timestamps, same_content
 from webhook.state.apierrors import describe
 from webhook.state.watch import list_pages
@@ -97,7 +96,7 @@ class ReportWriter:
         if kind is None:
             return counts
         self._guard()
-        stored = {_key(obj): obj for obj in self._list(kind)}
+        stored = {namespaced_name(obj): obj for obj in self._list(kind)}
         desired = build_reports(audits, kind, int(time.time()), uids)
         for key, fresh in desired.items():
             old = stored.get(key)
@@ -151,8 +150,3 @@ class ReportWriter:
             timeout=self._guard,
             label_selector=f"{MANAGED_BY}={SOURCE}",
         )
-
-
-def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")

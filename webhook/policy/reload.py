@@ -10,12 +10,12 @@ have in effect (recorded in the replica's file, `webhook.policy.lastgood`); with
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from rules.kube.selectors import Problem
 from rules.loadaffinity.velero import config_problems
-from rules.model import Json
+from rules.model import Json, namespaced_name
 from rules.policy import POLICY_LABEL, Policy, PolicyError, policy_from_config_map
 from webhook import metrics
 from webhook.policy.lastgood import ReplicaPolicy
@@ -30,11 +30,6 @@ class ConfigMapStore(Protocol):
     def apply(self, obj: Json) -> None: ...
 
     def remove(self, obj: Json) -> None: ...
-
-
-def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 class ProblemBoard:
@@ -109,8 +104,10 @@ class PolicyConfigMapSink:
 
     def replace(self, objects: Iterable[Json]) -> None:
         objects = list(objects)
-        mine = [obj for obj in objects if _key(obj) == (self.namespace, self.name)]
-        others = sorted(_key(obj)[1] for obj in objects if _key(obj) != (self.namespace, self.name))
+        mine = [obj for obj in objects if namespaced_name(obj) == (self.namespace, self.name)]
+        others = sorted(
+            namespaced_name(obj)[1] for obj in objects if namespaced_name(obj) != (self.namespace, self.name)
+        )
         if others:
             log.warning(
                 "ignoring ConfigMaps labelled %s=true other than %r in %s: %s",
@@ -125,7 +122,7 @@ class PolicyConfigMapSink:
             self._revert("absent")
 
     def apply(self, obj: Json) -> None:
-        if _key(obj) != (self.namespace, self.name):
+        if namespaced_name(obj) != (self.namespace, self.name):
             return
         labels = (obj.get("metadata") or {}).get("labels") or {}
         if labels.get(POLICY_LABEL) != "true":
@@ -151,7 +148,7 @@ class PolicyConfigMapSink:
         self.on_policy(policy)
 
     def remove(self, obj: Json) -> None:
-        if _key(obj) == (self.namespace, self.name):
+        if namespaced_name(obj) == (self.namespace, self.name):
             self._revert("deleted")
 
     def _revert(self, why: str) -> None:
@@ -176,14 +173,14 @@ class VeleroConfigMapSink:
 
     def replace(self, objects: Iterable[Json]) -> None:
         objects = list(objects)
-        mine = [obj for obj in objects if _key(obj) == (self.namespace, self.name)]
+        mine = [obj for obj in objects if namespaced_name(obj) == (self.namespace, self.name)]
         if mine:
             self.apply(mine[0])
         else:
             self.remove({"metadata": {"namespace": self.namespace, "name": self.name}})
 
     def apply(self, obj: Json) -> None:
-        if _key(obj) != (self.namespace, self.name):
+        if namespaced_name(obj) != (self.namespace, self.name):
             return
         problems, _unknown = config_problems(obj)  # unknown fields: Velero drops them, so do we
         self.board.set(self.source, problems)
@@ -191,7 +188,7 @@ class VeleroConfigMapSink:
             self.index.apply({**obj, "kind": "ConfigMap"})
 
     def remove(self, obj: Json) -> None:
-        if _key(obj) == (self.namespace, self.name):
+        if namespaced_name(obj) == (self.namespace, self.name):
             self.index.remove({**obj, "kind": "ConfigMap"})
             self.board.set(self.source, [])
 

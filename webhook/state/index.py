@@ -18,7 +18,7 @@ from rules.kube.nodeaffinity import REQUIRED_KEY, required_node_affinity
 from rules.kube.nodeset import NodeSet
 from rules.kube.volumes import claim_references
 from rules.loadaffinity.agents import NO_AGENTS, AgentState, NodeAgents, agent_state, is_node_agent
-from rules.model import PREFIX, Json
+from rules.model import PREFIX, Json, namespaced_name
 from webhook.state.datasources import TRIMMERS, SourceLinks, trim_data_source
 
 #: The kinds the index keeps, by `kind`.
@@ -210,8 +210,7 @@ def _placement(node: Mapping[str, Any]) -> tuple[Any, Any, Any]:
 
 def identity(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str]]:
     """(kind, (namespace, name)): how the index files an object."""
-    meta = obj.get("metadata") or {}
-    return str(obj.get("kind")), (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+    return str(obj.get("kind")), namespaced_name(obj)
 
 
 class ClusterIndex:

@@ -167,13 +167,6 @@ class LiveClusterState:
         with self._lock:
             return list(self.watches.values()) + ([self._velero.watch] if self._velero else [])
 
-    def readiness(self) -> dict[str, str | None]:
-        states = {name: self._check(name)() for name in self.watches}
-        states["velero-configmap"] = self._velero_readiness()
-        for group in OPTIONAL_GROUPS:
-            states[group.group] = self.optional.check(group)()
-        return states
-
     def _check(self, name: str) -> Callable[[], str | None]:
         return lambda: self.watches[name].readiness()  # noqa: PLW0108 — the watch may be replaced
 
