@@ -50,6 +50,8 @@ def mutate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: s
         return ctx.decision
     target = pod_target(subject, policy, own_namespace)
     ctx.reason(f"role: {target.role.role or 'none'} ({target.role.reason})")
+    if target.role.exempt:  # an excluded namespace, a mirror pod: no rule may change it
+        return ctx.decision
     mutator = registry.MUTATORS.get(target.role.role or "")
     if mutator is not None and not _run(ctx, mutator, target, mutating=True):
         return ctx.decision

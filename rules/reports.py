@@ -31,7 +31,7 @@ MAX_RESULTS = 1000
 #: The fields of a report that are its content; metadata other than the labels is the API server's.
 CONTENT = ("source", "summary", "results")
 
-_API_VERSIONS = {"Pod": "v1", "ConfigMap": "v1", "Job": "batch/v1"}
+_API_VERSIONS = {"Pod": "v1", "ConfigMap": "v1", "Job": "batch/v1", "VirtualMachine": "kubevirt.io/v1"}
 _RESULT = {"deny": "fail", "warn": "warn"}
 _SEVERITY = {"deny": "high", "warn": "medium"}
 

@@ -200,3 +200,13 @@ def test_a_pods_load_affinity_annotation_is_reported_under_load_affinity() -> No
         "storage-affinity.io/storage-class": "loadAffinity",
         "storage-affinity.io/placment": "annotations",
     }
+
+
+def test_a_virtual_machine_result_names_the_kubevirt_api() -> None:
+    """VMs are audited for their disks (family vmDisk): a report result must name the VM as the API serves it."""
+    finding = AuditFinding("vmDisk", "spec.template.spec.nodeSelector", "disk fedora-root is bound on node n1", "deny")
+    vm = ObjectAudit("VirtualMachine", "vms", "fedora", findings=[finding])
+    [result] = build_reports([vm], OPENREPORTS, now=1)[("vms", REPORT_NAME)]["results"]
+    assert result["resources"] == [
+        {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "namespace": "vms", "name": "fedora"}
+    ]
