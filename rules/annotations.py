@@ -94,18 +94,14 @@ CHECKS: Mapping[str, Callable[[str], list[tuple[str, str]]]] = {
 }
 
 
-def annotation_problems(annotations: Mapping[str, Any], base: str = "metadata.annotations") -> list[tuple[str, str]]:
-    """(field, message) for every unknown `storage-affinity.io/` key and every bad value."""
-    problems: list[tuple[str, str]] = []
-    for key, value in annotations.items():
-        if not isinstance(key, str) or not key.startswith(PREFIX):
-            continue
-        at = f"{base}[{key}]"
-        check = CHECKS.get(key)
-        if check is None:
-            known = [k[len(PREFIX) :] for k in CHECKS]
-            problems.append((at, unknown_field(key[len(PREFIX) :], known).replace("field", "annotation", 1)))
-            continue
-        for sub, message in check(str(value)):
-            problems.append((at + sub, message))
-    return problems
+def key_problems(key: Any, value: Any, base: str = "metadata.annotations") -> list[tuple[str, str]]:
+    """(field, message) for one annotation: none unless it is a `storage-affinity.io/` key, unknown or badly
+    valued."""
+    if not isinstance(key, str) or not key.startswith(PREFIX):
+        return []
+    at = f"{base}[{key}]"
+    check = CHECKS.get(key)
+    if check is None:
+        known = [k[len(PREFIX) :] for k in CHECKS]
+        return [(at, unknown_field(key[len(PREFIX) :], known).replace("field", "annotation", 1))]
+    return [(at + sub, message) for sub, message in check(str(value))]

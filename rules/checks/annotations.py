@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.annotations import LOAD_AFFINITY, STORAGE_CLASS, annotation_problems
+from rules.annotations import LOAD_AFFINITY, STORAGE_CLASS, key_problems
 from rules.context import Context, PodTarget
 from rules.loadaffinity.validation import FAMILY as LOAD_AFFINITY_FAMILY
 
@@ -22,5 +22,5 @@ def own_annotations(ctx: Context, target: PodTarget) -> None:
         annotations = {k: v for k, v in annotations.items() if old.get(k) != v}
     base = target.field("metadata.annotations")
     for key, value in annotations.items():
-        for path, message in annotation_problems({key: value}, base):
+        for path, message in key_problems(key, value, base):
             ctx.report(path, message, FAMILIES.get(key, FAMILY))

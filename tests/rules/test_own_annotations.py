@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from rules import pipeline
-from rules.annotations import annotation_problems
+from rules.annotations import key_problems
 from rules.messages import denial_message
 from tests.support import DATA, policy, subject, table_cases, view_from
 
@@ -14,7 +14,8 @@ OWN_ANNOTATIONS_KEYS = {"annotations", "findings", "name"}
 
 @pytest.mark.parametrize("case", table_cases(DATA / "own_annotations.yaml", OWN_ANNOTATIONS_KEYS))
 def test_own_annotation_findings(case: dict[str, Any]) -> None:
-    assert annotation_problems(case["annotations"]) == [tuple(f) for f in case["findings"]]
+    found = [problem for key, value in case["annotations"].items() for problem in key_problems(key, value)]
+    assert found == [tuple(f) for f in case["findings"]]
 
 
 def _pod(annotations: dict[str, str], labels: dict[str, str] | None = None) -> dict[str, Any]:
