@@ -19,7 +19,7 @@ from rules.coscheduling.anchors import Hold, age_key, claim_hold, name_of, node_
 from rules.datasource.mutation import conflict
 from rules.datasource.scope import cdi_worker
 from rules.datasource.sources import NODE, SourcePlace, data_source_ref, source_places, source_state
-from rules.datasource.vm import vm_name, vm_spec, vms_to_follow
+from rules.datasource.vm import vm_spec, vms_to_follow
 from rules.kube.nodeaffinity import HOSTNAME_LABEL, pinned_node, pod_fits_node, required_terms, volume_terms_match
 from rules.kube.tolerations import untolerated_taint
 from rules.kube.volumes import OWNED, SINGLE_POD, ClaimVolume, node_local_terms
@@ -271,7 +271,7 @@ def _vm_apart(stuck: Stuck) -> str | None:
         return None  # it can be scheduled somewhere: not stuck by its constraints
     for follow in vms_to_follow(stuck.view, stuck.target.namespace, stuck.volumes):
         for vm in follow.vms:
-            if vm_name(vm) not in followed:
+            if name_of(vm) not in followed:
                 continue
             spec = vm_spec(vm)
             terms = required_terms(spec)
@@ -282,7 +282,7 @@ def _vm_apart(stuck: Stuck) -> str | None:
             groups = [terms] if terms is not None else []
             vm_nodes = stuck.view.node_set().matching(fits, groups, spec.get("nodeSelector") or None)
             allowed = sorted(vm_nodes, key=name_of)
-            on = f"it follows VM {vm_name(vm)}, which will use claim {follow.claim}"
+            on = f"it follows VM {name_of(vm)}, which will use claim {follow.claim}"
             if not allowed:
                 return f"{on}: the VM's nodeSelector and required node affinity match no node"
             shown = ", ".join(name_of(n) for n in allowed[:3]) + (", …" if len(allowed) > 3 else "")

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.cluster import ClusterView
-from rules.kube.volumes import ClaimVolume, pv_required_terms, waits_for_first_consumer
+from rules.kube.volumes import SELECTED_NODE, ClaimVolume, pv_required_terms, waits_for_first_consumer
 from rules.model import Json
 from rules.policy import Policy
 
 SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
-SELECTED_NODE = "volume.kubernetes.io/selected-node"
 
 NODE, ZONE, FREE, UNRESOLVED = "node", "zone", "free", "unresolved"
 

@@ -20,6 +20,7 @@ from typing import Any
 from rules.annotations import FOLLOWS_VM
 from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
+from rules.coscheduling.anchors import name_of
 from rules.coscheduling.pinning import current_terms, write_required
 from rules.datasource.scope import cdi_worker
 from rules.datasource.sources import pv_node
@@ -89,10 +90,6 @@ def vm_spec(vm: Mapping[str, Any]) -> Mapping[str, Any]:
     return ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
 
 
-def vm_name(vm: Mapping[str, Any]) -> str:
-    return str((vm.get("metadata") or {}).get("name") or "")
-
-
 def follow_vm(ctx: Context, target: PodTarget) -> None:
     """The mutating rule for CDI workers; policy `cdi.followVM` turns it off."""
     if not ctx.policy.cdi_follow_vm or cdi_worker(target.metadata) is None or target.role.unplaced:
@@ -109,7 +106,7 @@ def follow_vm(ctx: Context, target: PodTarget) -> None:
     followed: list[str] = []
     for follow in follows:
         for vm in follow.vms:
-            spec, name = vm_spec(vm), vm_name(vm)
+            spec, name = vm_spec(vm), name_of(vm)
             clash = {k: v for k, v in (spec.get("nodeSelector") or {}).items() if selector.get(k, v) != v}
             if clash:
                 key = sorted(clash)[0]
@@ -149,7 +146,7 @@ def vm_disk_problems(vm: Mapping[str, Any], view: ClusterView) -> list[tuple[str
     """(field, message) for each disk of a VM already bound on a node the VM's constraints exclude: the VM can
     never start there, whoever bound it."""
     namespace = str((vm.get("metadata") or {}).get("namespace") or "")
-    spec, name = vm_spec(vm), vm_name(vm)
+    spec, name = vm_spec(vm), name_of(vm)
     selector = spec.get("nodeSelector") or {}
     terms = required_terms(spec)
     if not selector and terms is None:

@@ -19,6 +19,8 @@ SINGLE_POD = "single-pod"  # ReadWriteOncePod: one pod at a time
 
 RWO, RWOP, RWX, ROX = "ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany", "ReadOnlyMany"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+#: The node the scheduler picked for a WaitForFirstConsumer claim (set on the claim before provisioning).
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
 
 
 def waits_for_first_consumer(view: ClusterView, pvc: Mapping[str, Any]) -> bool:

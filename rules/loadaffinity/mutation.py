@@ -37,7 +37,7 @@ from rules.kube.nodeaffinity import (
     terms_match,
 )
 from rules.kube.tolerations import merge_tolerations
-from rules.kube.volumes import WAIT_FOR_FIRST_CONSUMER, ClaimVolume, node_local_terms, storage_class_of
+from rules.kube.volumes import SELECTED_NODE, WAIT_FOR_FIRST_CONSUMER, ClaimVolume, node_local_terms, storage_class_of
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.loadaffinity.nodeagents import restrict_to_node_agents, warn_selected_node
 from rules.loadaffinity.velero import NodeAgentConfig, VeleroConfigError, read_config
@@ -47,7 +47,6 @@ from rules.model import Json
 from rules.policy import Policy
 from rules.safeload import JsonError, load_json
 
-SELECTED_NODE = "volume.kubernetes.io/selected-node"
 GLOBAL = "*"
 #: What chose a pod's nodes when no loadAffinity entry did (the node-agent step names it in warnings).
 OWN_CONSTRAINTS = "its own constraints"
