@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs.test_commands import PAGES
 from tests.support import ROOT
 
 CHART = ROOT / "charts" / "storage-affinity-webhook"
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SOURCES = [
     *PAGES,
     *sorted(p for p in CHART.rglob("*") if p.is_file() and p.suffix in (".yaml", ".txt", ".tpl", ".json")),

@@ -25,6 +25,7 @@ import requests
 
 from testkit.fakeapi import Request, running_fake_api
 from testkit.hey import HeyResult, finish_hey, start_hey
+from testkit.rawtls import port_of
 from testkit.server import Server, issue_certs, running_server
 from tests.e2e.test_server import mover_review
 from tests.hardening.procs import children, wait_for_workers
@@ -36,10 +37,6 @@ pytestmark = pytest.mark.e2e
 GRACEFUL = 10  # seconds: --graceful-timeout of these servers
 HOLD_AFTER_SIGTERM = 1.0  # seconds the lookups of the reviews in flight still take after SIGTERM
 IN_FLIGHT = 24
-
-
-def port_of(server: Server) -> int:
-    return int(server.url.rsplit(":", 1)[1])
 
 
 def refuses_connections(port: int, within: float) -> bool:

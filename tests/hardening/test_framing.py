@@ -36,6 +36,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield srv
 
 
+@pytest.fixture(scope="module", autouse=True)
+def workers(server: Server) -> set[int]:
+    """The server's workers before any attack (taken before the module's first test): the same ones must be alive
+    after all of them."""
+    return wait_for_workers(server.process.pid, 2)
+
+
 def exchange(server: Server, raw: bytes) -> tuple[int, dict[str, str], bytes, float]:
     with connect(server, ANSWER_WITHIN) as tls:
         tls.sendall(raw)
@@ -148,7 +155,7 @@ def test_a_kept_alive_connection_is_served_after_a_complete_body(server: Server)
         conn.close()
 
 
-def test_no_traceback_and_every_worker_alive_after_the_framing_attacks(server: Server) -> None:
-    wait_for_workers(server.process.pid, 2)
+def test_no_traceback_and_every_worker_alive_after_the_framing_attacks(server: Server, workers: set[int]) -> None:
+    assert wait_for_workers(server.process.pid, 2) == workers  # none was killed and replaced
     log = server.log.read_text()
     assert "Traceback" not in log, log[-3000:]

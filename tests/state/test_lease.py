@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -71,8 +71,9 @@ def kill(elector: LeaseElector) -> None:
     elector._stopped.set()
 
 
-def from_(agent: str) -> object:
-    return lambda r: isinstance(r, Request) and r.agent == agent
+def from_(agent: str) -> Callable[[Request], bool]:
+    """The fake API's requests of one replica (its User-Agent)."""
+    return lambda r: r.agent == agent
 
 
 def holder(fake: FakeKubeAPI) -> str:
@@ -111,7 +112,7 @@ def test_renewals_refused_the_leader_stops_before_the_successor_starts(
 ) -> None:
     a, b = pair
     with Monitor(a, b) as monitor:
-        fake_api.fail(500, when=lambda r: r.agent == "replica-a")
+        fake_api.fail(500, when=from_("replica-a"))
         refused = time.monotonic()
         eventually(lambda: not a.holds(), timeout=TIMING.renew_deadline + 0.2, what="a stops writing")
         eventually(b.holds, timeout=3 * TIMING.duration, what="b takes the expired lease")
@@ -128,7 +129,7 @@ def test_a_partitioned_leader_stops_before_the_successor_starts(
 ) -> None:
     a, b = pair
     with Monitor(a, b) as monitor:
-        with fake_api.holding(when=lambda r: r.agent == "replica-a"):  # a's requests go unanswered
+        with fake_api.holding(when=from_("replica-a")):  # a's requests go unanswered
             cut = time.monotonic()
             eventually(lambda: not a.holds(), timeout=TIMING.renew_deadline + 0.2, what="a stops writing")
             eventually(b.holds, timeout=3 * TIMING.duration, what="b takes the lease over")
