@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.report import header, save, step, table, target
+from bench.report import header, percentile, save, step, table, target
 from testkit.rawtls import closed_by_peer, open_flood, raise_file_limit
 from testkit.server import Server, running_server
 
@@ -47,7 +47,7 @@ def _summary(times: list[float]) -> dict[str, float]:
     ordered = sorted(times)
     return {
         "median_s": round(statistics.median(ordered), 4),
-        "p95_s": round(ordered[max(0, round(0.95 * len(ordered)) - 1)], 4),
+        "p95_s": round(percentile(ordered, 95), 4),
         "max_s": round(ordered[-1], 4),
     }
 

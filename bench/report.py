@@ -57,6 +57,13 @@ def _debian_version(package: str) -> str:
     return done.stdout.strip() or "unknown"
 
 
+def percentile(ordered: list[float], p: float) -> float:
+    """The nearest-rank percentile of sorted samples: with few samples p99 is the maximum, never an interpolation
+    below it."""
+    rank = max(1, -(-len(ordered) * p // 100))
+    return ordered[int(rank) - 1]
+
+
 def target(name: str, value: float, limit: float, *, at_most: bool = True, unit: str = "") -> dict[str, Any]:
     ok = value <= limit if at_most else value >= limit
     return {"target": name, "value": round(value, 3), "limit": limit, "at_most": at_most, "unit": unit, "met": ok}

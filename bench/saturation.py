@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bench import load, servers, workload
+from bench.report import percentile
 from testkit.server import issue_certs
 
 PROBE_INTERVAL = 0.05  # seconds between the starts of two new connections (longer when one takes longer)
@@ -127,16 +128,10 @@ class _Prober:
             "count": len(ms),
             "failures": len(self.failures),
             "p50_ms": round(statistics.median(ms), 1) if ms else None,
-            "p99_ms": round(_percentile(ms, 99), 1) if ms else None,
+            "p99_ms": round(percentile(ms, 99), 1) if ms else None,
             "max_ms": round(ms[-1], 1) if ms else None,
             "failure_detail": self.failures[:3],
         }
-
-
-def _percentile(ordered: list[float], p: float) -> float:
-    """The nearest-rank percentile: with few samples p99 is the maximum, never an interpolation below it."""
-    rank = max(1, -(-len(ordered) * p // 100))
-    return ordered[int(rank) - 1]
 
 
 def main(argv: list[str] | None = None) -> int:
