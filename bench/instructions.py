@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import table, target
+from rules.model import Json
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "bench" / "results" / "instructions-baseline.json"
@@ -39,8 +40,8 @@ LIMIT = 1.05  # a review may cost at most 5 % more than at the baseline commit
 _TOTAL = re.compile(r"^summary:\s+(\d+)", re.M)
 
 
-def reviews(path: str, endpoint: str, count: int) -> None:
-    """Review `count` times, in this process (what callgrind runs)."""
+def reviews(path: str, endpoint: str, count: int) -> Json:
+    """Review `count` times, in this process (what callgrind runs); the last answer, for the tests."""
     from bench import workload
     from bench.handler import runtime_for
     from webhook.app.codec import build_response, decode_review
@@ -57,9 +58,11 @@ def reviews(path: str, endpoint: str, count: int) -> None:
     try:
         for _ in range(3 + count):
             request = decode_review(body)
-            json.dumps(build_response(request, handler(request, runtime), mutating=mutating), separators=(",", ":"))
+            answer = build_response(request, handler(request, runtime), mutating=mutating)
+            json.dumps(answer, separators=(",", ":"))
     finally:
         gc.enable()
+    return answer
 
 
 def _instructions(path: str, endpoint: str, count: int, tmp: Path) -> int:
