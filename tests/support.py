@@ -23,7 +23,7 @@ from rules.policy import Policy, default_policy, policy_from_document
 from webhook.app.endpoints import create_app
 from webhook.runtime import Runtime
 from webhook.state.index import ClusterIndex
-from webhook.state.static import load_static_state
+from webhook.state.static import load_static_state, read_manifests
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -87,6 +87,11 @@ def merged(base: Json, override: Json) -> Json:
         nested = isinstance(value, dict) and isinstance(base.get(key), dict)
         out[key] = merged(base[key], value) if nested else copy.deepcopy(value)
     return out
+
+
+def manifest_objects(*paths: Path) -> list[Json]:
+    """Every object of manifest files, read as `--cluster` reads them."""
+    return [obj for _, obj in read_manifests(paths)]
 
 
 def load_yaml(path: Path) -> Any:

@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from rules.reports import REPORT_NAME
-from rules.safeload import iter_objects, load_documents
 from testkit.fakeapi import FakeKubeAPI, running_fake_api
 from testkit.server import running_server
 from tests.state.conftest import eventually
-from tests.support import DATA, EXAMPLES
+from tests.support import DATA, EXAMPLES, manifest_objects
 
 NAMESPACE = "saw-system"  # what testkit/server.py passes as --namespace
 LEASE_DURATION = 3.0
@@ -31,10 +30,7 @@ ARGS += ("--lease-retry-period", "0.2")
 
 
 def cluster() -> list[dict[str, Any]]:
-    objects = []
-    for path in (EXAMPLES / "cluster.yaml", DATA / "audit" / "findings.yaml"):
-        objects += list(iter_objects(load_documents(path.read_text(), str(path)), str(path)))
-    return objects
+    return manifest_objects(EXAMPLES / "cluster.yaml", DATA / "audit" / "findings.yaml")
 
 
 def holder(api: FakeKubeAPI) -> str:

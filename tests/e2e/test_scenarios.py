@@ -13,11 +13,10 @@ import jsonpatch
 import pytest
 
 from rules.policy import default_policy
-from rules.safeload import iter_objects, load_documents
 from testkit.fakeapi import running_fake_api
 from testkit.reviews import admission_review
 from testkit.server import Server, running_server
-from tests.support import EXAMPLES, load_yaml, validate_strict
+from tests.support import EXAMPLES, load_yaml, manifest_objects, validate_strict
 from tests.webhook.review_checks import check_response, patch_of
 from webhook.cli.review import as_request, review
 from webhook.state.static import load_static_state
@@ -59,16 +58,9 @@ def test_server_and_review_give_the_same_decision(server: Server, example: str) 
 
 
 def test_live_state_places_a_mover_next_to_an_anchor_created_a_moment_before(tmp_path: Path) -> None:
-    state = [
-        obj
-        for obj in iter_objects(load_documents((EXAMPLES / "cluster.yaml").read_text(), "c"), "c")
-        if not (obj["kind"] == "Pod" and obj["metadata"]["name"] == "db-0")
-    ]
-    anchor = next(
-        obj
-        for obj in iter_objects(load_documents((EXAMPLES / "cluster.yaml").read_text(), "c"), "c")
-        if obj["kind"] == "Pod" and obj["metadata"]["name"] == "db-0"
-    )
+    cluster = manifest_objects(EXAMPLES / "cluster.yaml")
+    state = [obj for obj in cluster if not (obj["kind"] == "Pod" and obj["metadata"]["name"] == "db-0")]
+    anchor = next(obj for obj in cluster if obj["kind"] == "Pod" and obj["metadata"]["name"] == "db-0")
     mover = load_yaml(EXAMPLES / "mover-pod.yaml")
     with running_fake_api(*state) as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
@@ -98,8 +90,7 @@ def test_live_state_places_a_mover_next_to_an_anchor_created_a_moment_before(tmp
 
 
 def _datasource_cluster() -> list[dict[str, Any]]:
-    text = (EXAMPLES / "cluster-datasources.yaml").read_text()
-    return list(iter_objects(load_documents(text, "cluster-datasources.yaml"), "cluster-datasources.yaml"))
+    return manifest_objects(EXAMPLES / "cluster-datasources.yaml")
 
 
 @pytest.mark.parametrize("served", [True, False], ids=["groups served", "groups absent"])

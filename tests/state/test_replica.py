@@ -19,14 +19,13 @@ from typing import Any
 import pytest
 import requests
 
-from rules.safeload import iter_objects, load_documents
 from testkit.fakeapi import FakeKubeAPI, Request, running_fake_api
 from testkit.reviews import admission_review
 from testkit.server import Server, running_server
 from tests.hardening.procs import children
 from tests.state.conftest import eventually
 from tests.state.objects import policy_map
-from tests.support import EXAMPLES, load_yaml
+from tests.support import EXAMPLES, load_yaml, manifest_objects
 from tests.webhook.review_checks import patch_of
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +38,7 @@ BROKEN = "enforcement: maybe\n"
 
 def cluster() -> list[dict[str, Any]]:
     """examples/cluster.yaml: the mover's anchor pod db-0 holds its claim on a known node."""
-    return list(iter_objects(load_documents((EXAMPLES / "cluster.yaml").read_text(), "cluster"), "cluster"))
+    return manifest_objects(EXAMPLES / "cluster.yaml")
 
 
 @contextmanager
