@@ -168,9 +168,6 @@ class ReviewEndpoints:
             log.warning("review %s: %s", name, exc.message)
             metrics.BAD_REQUESTS.labels(name, str(exc.status)).inc()
             return self._refused(name, exc.message, exc.status)
-        if body is None:
-            metrics.BAD_REQUESTS.labels(name, "413").inc()
-            return self._refused(name, too_large(self.max_body).message, 413)
         try:
             req = decode_review(body)
         except ReviewError as exc:
@@ -224,17 +221,19 @@ def review_line(
     )
 
 
-def _read_body(environ: dict[str, Any], limit: int) -> bytes | None:
-    """The body, or None when it is larger than `limit`. An over-limit Content-Length is refused before reading;
+def _read_body(environ: dict[str, Any], limit: int) -> bytes:
+    """The body, or BodyError 413 when it is larger than `limit`, as the server's own reads raise it (with a
+    timeout, bad framing or chunk sizes past the limit). An over-limit Content-Length is refused before reading;
     a chunked body (no Content-Length) is read one byte past the limit, so that a 10 MB body gets 413, not a
-    truncated "not JSON". The server's reads raise BodyError (timeout, framing, chunk sizes past the limit)."""
+    truncated "not JSON"."""
     stream = environ["wsgi.input"]
     length = environ.get("CONTENT_LENGTH")
-    if length:
-        size = int(length)  # the server has checked it is a number
-        return None if size > limit else stream.read(size)
-    data: bytes = stream.read(limit + 1)
-    return None if len(data) > limit else data
+    if length and int(length) > limit:  # the server has checked it is a number
+        raise too_large(limit)
+    data: bytes = stream.read(int(length)) if length else stream.read(limit + 1)
+    if len(data) > limit:
+        raise too_large(limit)
+    return data
 
 
 def _outcome(document: dict[str, object]) -> str:
