@@ -20,6 +20,7 @@ from rules.datasource.mutation import conflict
 from rules.datasource.scope import cdi_worker
 from rules.datasource.sources import NODE, SourcePlace, data_source_ref, source_places, source_state
 from rules.datasource.vm import vm_spec, vms_to_follow
+from rules.kube.conditions import condition
 from rules.kube.nodeaffinity import HOSTNAME_LABEL, pinned_node, pod_fits_node, required_terms, volume_terms_match
 from rules.kube.tolerations import untolerated_taint
 from rules.kube.volumes import OWNED, SINGLE_POD, ClaimVolume, node_local_terms
@@ -84,14 +85,6 @@ def duration(seconds: float) -> str:
     if minutes < 120:
         return f"{minutes} min"
     return f"{minutes // 60} h" if minutes < 48 * 60 else f"{minutes // (24 * 60)} d"
-
-
-def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    """The status condition of type `kind` of a Pod or Node, if it has one."""
-    for found in (obj.get("status") or {}).get("conditions") or ():
-        if isinstance(found, Mapping) and found.get("type") == kind:
-            return found
-    return None
 
 
 @dataclass

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rules.kube.conditions import condition
+
 NODE_AGENT_LABEL = ("role", "node-agent")
 
 
@@ -50,11 +52,9 @@ def agent_state(pod: Mapping[str, Any]) -> AgentState:
     """Where a node-agent pod runs, and whether it is Ready there."""
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
-    conditions = status.get("conditions") or ()
     ready = (
-        status.get("phase") == "Running"
+        (pod.get("status") or {}).get("phase") == "Running"
         and not metadata.get("deletionTimestamp")
-        and any(isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        and (condition(pod, "Ready") or {}).get("status") == "True"
     )
     return AgentState(str(spec.get("nodeName") or ""), bool(ready and spec.get("nodeName")))
