@@ -28,6 +28,7 @@ from rules.kube.nodeaffinity import and_terms, node_selector_matches, required_t
 from rules.kube.tolerations import merge_tolerations
 from rules.kube.volumes import ClaimVolume, waits_for_first_consumer
 from rules.model import Json
+from rules.quoting import clip, field_path
 
 PRIME_PREFIX = "prime-"
 
@@ -111,8 +112,8 @@ def follow_vm(ctx: Context, target: PodTarget) -> None:
             if clash:
                 key = sorted(clash)[0]
                 ctx.warn(
-                    f"{target.field('spec.nodeSelector')}[{key}]: kept {selector[key]!r}, VM {name} wants "
-                    f"{clash[key]!r}: not placed where the VM may run"
+                    f"{field_path([key], target.field('spec.nodeSelector'))}: kept {clip(repr(selector[key]))}, "
+                    f"VM {name} wants {clip(repr(clash[key]))}: not placed where the VM may run"
                 )
                 continue
             vm_terms = required_terms(spec)
