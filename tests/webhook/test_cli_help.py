@@ -31,7 +31,7 @@ def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[s
 
 
 def test_every_subcommand_is_listed() -> None:
-    assert set(subcommands()) == {"serve", "rotate-certs", "review", "audit", "certs"}
+    assert set(subcommands()) == {"serve", "rotate-certs", "review", "test", "audit", "certs"}
 
 
 @pytest.mark.parametrize("name", sorted(subcommands()))

@@ -1,4 +1,4 @@
-"""The `storage-affinity-webhook` command: serve, rotate-certs, review, audit, certs.
+"""The `storage-affinity-webhook` command: serve, rotate-certs, review, test, audit, certs.
 
 Each subcommand's help gives its exit codes; 2 is always bad input or usage (argparse's own).
 """
@@ -6,26 +6,19 @@ Each subcommand's help gives its exit codes; 2 is always bad input or usage (arg
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from rules.safeload import unreadable
+from webhook.cli import reviewcmd, suites
+from webhook.cli.args import EXIT_BAD_INPUT
+from webhook.cli.args import cluster_files as _cluster_files
+from webhook.cli.args import subcommand as _subcommand
 from webhook.serving import selfcerts
 from webhook.settings import LeaseTiming, default
-
-EXIT_ALLOWED, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
-
-
-def _exit_codes(codes: tuple[str, ...], bad: str) -> str:
-    """The epilog of a subcommand: its exit codes, one a line, 2 (bad input or usage) last."""
-    return "\n".join(["exit codes:", *(f"  {c}" for c in codes), f"  2  {bad}"])
 
 
 def _version() -> str:
@@ -35,32 +28,6 @@ def _version() -> str:
         return version("storage-affinity-webhook")
     except PackageNotFoundError:  # run from a checkout that was never installed
         return "unknown (not installed)"
-
-
-def _subcommand(
-    sub: Any, name: str, summary: str, description: str, *codes: str, bad: str = "bad input or usage"
-) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = sub.add_parser(
-        name,
-        help=summary,
-        description=description,
-        epilog=_exit_codes(codes, bad),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    return parser
-
-
-def _cluster_files(parser: argparse.ArgumentParser, what: str) -> None:
-    """`--cluster MANIFEST...`, the same for every command: every file up to the next option, and it may repeat."""
-    parser.add_argument(
-        "--cluster",
-        nargs="+",
-        action="extend",
-        type=Path,
-        default=[],
-        metavar="MANIFEST",
-        help=f"{what}; every file up to the next option belongs to it, and it may repeat",
-    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -216,37 +183,8 @@ def _parser() -> argparse.ArgumentParser:
     rot.add_argument("--interval", type=float, default=600.0, help="seconds between reconciles (default 600)")
     selfcerts.add_arguments(rot)
 
-    rev = _subcommand(
-        sub,
-        "review",
-        "run the admission pipeline offline: mutate, apply, validate",
-        "Review one object as the API server would send it to both webhooks: mutate, apply the\n"
-        "patch, validate the result; print the decision, warnings on stderr.",
-        "0  allowed",
-        "1  denied (the reason on stderr)",
-        bad="bad input or usage, or a kind review does not check",
-    )
-    rev.add_argument(
-        "-f",
-        "--file",
-        required=True,
-        metavar="FILE",
-        help="AdmissionReview or bare Pod, ConfigMap or workload (Job, CronJob, Deployment...); - for stdin",
-    )
-    rev.add_argument("--policy", type=Path, help="policy file (ConfigMap or bare document); default: embedded")
-    _cluster_files(
-        rev,
-        "cluster state manifests (Pods, PVCs, PVs, StorageClasses, Nodes, ConfigMaps, VolumeSnapshots,"
-        " VolumeSnapshotContents, VirtualMachines, DataVolumes)",
-    )
-    rev.add_argument("--namespace", default="", help="the webhook's own namespace (exempt)")
-    rev.add_argument(
-        "-o",
-        "--output",
-        choices=["json", "yaml", "patch"],
-        default="json",
-        help="json: the whole decision; yaml: the object as admitted; patch: the JSON Patch (default %(default)s)",
-    )
+    reviewcmd.add_parser(sub)
+    suites.add_parser(sub)
 
     aud = _subcommand(
         sub,
@@ -300,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     try:
         if args.command == "review":
-            return _review(args)
+            return reviewcmd.run(args)
+        if args.command == "test":
+            return suites.run(args)
         if args.command == "audit":
             return _audit(args)
         if args.command == "rotate-certs":
@@ -450,57 +390,6 @@ def _live_problem(args: argparse.Namespace) -> str | None:
     except ApiConfigError as exc:
         return str(exc)
     return None
-
-
-def _review(args: argparse.Namespace) -> int:
-    from rules.context import BadObject
-    from rules.policy import PolicyError
-    from rules.safeload import DocumentError, load_documents
-    from webhook.app.codec import ReviewError
-    from webhook.cli.review import as_request, review
-    from webhook.policy.file import load_policy_file
-    from webhook.state.static import load_static_state
-
-    try:
-        source = "<stdin>" if args.file == "-" else args.file
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
-        documents = load_documents(text, source)
-        if len(documents) != 1:
-            raise DocumentError(f"{source}: expected exactly one document, found {len(documents)}")
-        policy, _ = load_policy_file(args.policy)
-        view = load_static_state(args.cluster)
-        result = review(as_request(documents[0]), policy, view, args.namespace)
-    except (OSError, UnicodeDecodeError) as exc:
-        print(f"storage-affinity-webhook: {unreadable(source, exc)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (DocumentError, PolicyError) as exc:  # these name their file
-        print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (ReviewError, BadObject) as exc:
-        print(f"storage-affinity-webhook: {source}: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    out: Any
-    if args.output == "json":
-        out = json.dumps(result.as_json(), indent=2)
-    elif args.output == "patch":
-        out = json.dumps(result.patch, indent=2)
-    else:
-        out = yaml.dump(result.object, Dumper=_PlainDumper, sort_keys=False).rstrip()
-    print(out)
-    for warning in result.warnings:
-        print(f"Warning: {warning}", file=sys.stderr)
-    if not result.allowed:
-        print(f"Error: {result.status_message}", file=sys.stderr)
-        return EXIT_DENIED
-    return EXIT_ALLOWED
-
-
-class _PlainDumper(yaml.SafeDumper):
-    """Never emits anchors/aliases: a shared object in a patch must not come out as `&id001` (our loader refuses
-    aliases)."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
 
 
 def _certs(args: argparse.Namespace) -> int:

@@ -85,7 +85,7 @@ def review(request: AdmissionRequest, policy: Policy, view: ClusterView, own_nam
         patch=mutation.patch if mutation.allowed else [],
         object=chain.final,
         warnings=warnings,
-        violations=[{"field": f.field, "message": f.message} for f in validation.denials],
+        violations=[{"family": f.family, "field": f.field, "message": f.message} for f in validation.denials],
         decisions=mutation.reasons + [r for r in validation.reasons if r not in mutation.reasons],
         status_message=message,
     )
