@@ -21,6 +21,16 @@ TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 VIOLATION_FIELDS = ("family", "field", "message")
 
 
+class _Missing:
+    """What a partial object names and the result does not have (shown as such, null in JSON)."""
+
+    def __repr__(self) -> str:
+        return "no such field"
+
+
+MISSING: Any = _Missing()
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What came of one case: the review's result and the Nodes its pods may run on (None: not a pod kind)."""
@@ -42,7 +52,11 @@ class Failure:
     got: Any
 
     def as_json(self) -> Json:
-        return {"expectation": self.expectation, "expected": self.expected, "got": self.got}
+        return {
+            "expectation": self.expectation,
+            "expected": self.expected,
+            "got": None if self.got is MISSING else self.got,
+        }
 
 
 def expect_problems(expect: Any, kind_runs_pods: bool) -> list[tuple[str, str]]:
@@ -102,9 +116,9 @@ def first_difference(partial: Any, whole: Any, path: str = "") -> tuple[str, Any
         if not isinstance(whole, Mapping):
             return path, partial, whole
         for key, value in partial.items():
-            where = field_path([key], path) if path else field_path([key])
+            where = field_path([key], path)
             if key not in whole:
-                return where, value, "(missing)"
+                return where, value, MISSING
             if (found := first_difference(value, whole[key], where)) is not None:
                 return found
         return None

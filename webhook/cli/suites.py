@@ -20,7 +20,7 @@ from rules.kube.feasible import feasible_nodes, pod_of
 from rules.model import Json
 from webhook.app.codec import ReviewError
 from webhook.cli.args import EXIT_BAD_INPUT, subcommand
-from webhook.cli.expect import Failure, Outcome, failures
+from webhook.cli.expect import MISSING, Failure, Outcome, failures
 from webhook.cli.review import review
 from webhook.cli.suitefile import SUITE_FILE, Case, Suite, find_suites, load_suite
 
@@ -132,7 +132,8 @@ def _shown(failure: Failure) -> str:
     def compact(value: Any) -> str:
         return json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
 
-    return f"{failure.expectation}: expected {compact(failure.expected)}, got {compact(failure.got)}"
+    got = repr(failure.got) if failure.got is MISSING else compact(failure.got)
+    return f"{failure.expectation}: expected {compact(failure.expected)}, got {got}"
 
 
 def _summary_line(summary: dict[str, int]) -> str:

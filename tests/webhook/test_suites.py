@@ -1,0 +1,167 @@
+"""The `test` command run as an operator's CI runs it: passing, failing and malformed suites (tests/data/suites),
+their exit codes and messages; and the example suites, whose every patch is checked against the schema."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rules.kube.feasible import pod_of
+from tests.support import DATA, EXAMPLES, ROOT, mutate_checked
+from webhook.cli.suitefile import find_suites, load_suite
+from webhook.cli.suites import run_case
+
+SUITES = DATA / "suites"
+PASSING = SUITES / "passing" / "storage-affinity-test.yaml"
+FAILING = SUITES / "failing" / "storage-affinity-test.yaml"
+KEYS = SUITES / "malformed" / "keys" / "storage-affinity-test.yaml"
+SYNTAX = SUITES / "malformed" / "syntax" / "storage-affinity-test.yaml"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "webhook", "test", *args],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def test_a_passing_suite_exits_0_with_a_line_per_case() -> None:
+    result = run(shown(PASSING.parent))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 10 and all(line.endswith("  pass") for line in lines[:-1])
+    assert lines[0] == (
+        f"{shown(PASSING)}  untolerated NoSchedule and NoExecute taints and a cordon keep a plain pod off  pass"
+    )
+    assert lines[-1] == "1 suites, 9 cases: 9 passed, 0 failed"
+    assert result.stderr == ""
+
+
+def test_a_failing_suite_exits_1_naming_each_failed_expectation_with_what_came() -> None:
+    result = run(shown(FAILING))
+    assert result.returncode == 1, result.stderr
+    suite = shown(FAILING)
+    assert result.stdout.splitlines() == [
+        # node-b is tainted dedicated=databases:NoSchedule and the pod does not tolerate it: not among its nodes
+        f"{suite}  the tainted node is expected  fail",
+        '    nodes: expected ["node-a", "node-b", "node-e"], got ["node-a", "node-e"]',
+        f"{suite}  a denial is expected  fail",
+        "    allowed: expected false, got true",
+        f"{suite}  a toleration, a warning and a violation are expected  fail",
+        '    tolerations: expected {"key": "dedicated"}, got []',
+        '    warnings: expected "no such warning", got []',
+        '    violations: expected {"family": "placement"}, got []',
+        f"{suite}  a nodeName is expected  fail",
+        '    patched spec.nodeName: expected "node-b", got no such field',
+        f"{suite}  this one passes  pass",
+        "1 suites, 5 cases: 1 passed, 4 failed",
+    ]
+
+
+def test_case_selects_by_regex_and_json_is_for_tools() -> None:
+    result = run(shown(FAILING), "--case", "^a (denial|nodeName)", "-o", "json")
+    assert result.returncode == 1
+    out = json.loads(result.stdout)
+    assert [(c["case"], c["result"]) for c in out["cases"]] == [
+        ("a denial is expected", "fail"),
+        ("a nodeName is expected", "fail"),
+    ]
+    assert out["cases"][0]["failures"] == [{"expectation": "allowed", "expected": False, "got": True}]
+    assert out["cases"][1]["failures"] == [{"expectation": "patched spec.nodeName", "expected": "node-b", "got": None}]
+    assert out["summary"] == {"suites": 1, "cases": 2, "passed": 0, "failed": 2, "problems": 0}
+    assert (
+        run(shown(PASSING), "--case", "matchFields").stdout.splitlines()[-1] == "1 suites, 1 cases: 1 passed, 0 failed"
+    )
+
+
+def test_malformed_suites_exit_2_listing_every_problem_with_file_and_key_while_the_others_run() -> None:
+    result = run(shown(SUITES))
+    assert result.returncode == 2
+    keys = shown(KEYS)
+    assert result.stderr.splitlines() == [
+        f"storage-affinity-webhook: {keys}: polcy: unknown key (a suite has: policy, cluster, cases)",
+        f'storage-affinity-webhook: {keys}: cases[1].name: "twice" is also the name of cases[0]',
+        f"storage-affinity-webhook: {keys}: cases[2].object: {shown(KEYS.parent)}/missing-pod.yaml: cannot read: "
+        "No such file or directory",
+        f"storage-affinity-webhook: {keys}: cases[3]: needs exactly one of `object` (a file) and `resource` (the "
+        "object inline)",
+        f"storage-affinity-webhook: {keys}: cases[4]: needs exactly one of `object` (a file) and `resource` (the "
+        "object inline)",
+        f'storage-affinity-webhook: {keys}: cases[5].resource: kind "Service" is not reviewed (review checks Pod, '
+        "ConfigMap, Job, Deployment, StatefulSet, DaemonSet, ReplicaSet, CronJob)",
+        f"storage-affinity-webhook: {keys}: cases[6].expect.nodez: unknown key (expectations: allowed, nodes, "
+        "tolerations, warnings, violations, patched)",
+        f"storage-affinity-webhook: {keys}: cases[6].expect.allowed: missing: every case says whether the object is "
+        "allowed",
+        f"storage-affinity-webhook: {keys}: cases[7].expect.nodes: the object runs no pod: only a Pod or a workload "
+        "has nodes",
+        f"storage-affinity-webhook: {keys}: cases[8].expect.warnings[0]: not a regular expression: missing ), "
+        "unterminated subpattern at position 0",
+        f"storage-affinity-webhook: {shown(SYNTAX)}: YAML syntax error at line 3, column 1: expected ',' or ']', "
+        "but got '<stream end>'",
+    ]
+    lines = result.stdout.splitlines()
+    assert sum(line.endswith("  pass") for line in lines) == 10  # the passing suite, and the failing suite's one
+    assert sum(line.endswith("  fail") for line in lines) == 4
+    assert lines[-1] == "4 suites, 14 cases: 10 passed, 4 failed, 11 suite problems"
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["no-such-dir"], "storage-affinity-webhook: no-such-dir: cannot read: No such file or directory"),
+        (["docs"], "storage-affinity-webhook: docs: no storage-affinity-test.yaml under this directory"),
+    ],
+)
+def test_a_path_without_suites_is_a_problem(args: list[str], message: str) -> None:
+    result = run(*args)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [message]
+
+
+def test_policy_replaces_every_suites_own_and_the_changed_policy_fails_the_case_it_breaks() -> None:
+    suite = EXAMPLES / "load-affinity"
+    assert run(shown(suite)).returncode == 0
+    changed = run(shown(suite), "--policy", shown(suite / "policy-xlarge-only.yaml"))
+    assert changed.returncode == 1
+    assert '    nodes: expected ["ip-10-0-2-42.ec2.internal"], got []' in changed.stdout.splitlines()
+
+
+def test_the_example_suites_pass() -> None:
+    result = run("examples")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1].startswith("2 suites, ")
+
+
+def example_cases() -> list[object]:
+    paths, problems = find_suites(["examples", str(SUITES / "passing")])
+    assert problems == []
+    return [
+        pytest.param(path, case.name, id=f"{path.parent.name}:{case.name}")
+        for path in paths
+        for case in load_suite(path).cases
+    ]
+
+
+@pytest.mark.parametrize(("path", "name"), example_cases())
+def test_each_passing_case_patches_a_valid_object_that_a_second_review_leaves_alone(path: Path, name: str) -> None:
+    suite = load_suite(path)
+    (case,) = [c for c in suite.cases if c.name == name]
+    assert run_case(suite, case) == []
+    obj = case.request.subject.obj
+    assert obj is not None and suite.view is not None and suite.policy is not None
+    if pod_of(case.request.subject.kind, obj) is not None:
+        mutate_checked(obj, suite.view, suite.policy)
