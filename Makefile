@@ -12,7 +12,7 @@ CLUSTER ?= examples/cluster.yaml
 FILE ?= examples/mover-pod.yaml
 PYTEST_ARGS ?=
 
-.PHONY: help install run test unit chart lint fmt certs review clean bench bench-tools monitoring-tools soak fuzz docs
+.PHONY: help install run test unit chart lint fmt certs review suites clean bench bench-tools monitoring-tools kubectl-tools soak fuzz docs
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
@@ -40,6 +40,9 @@ run: $(STAMP) certs ## serve the webhook on https://127.0.0.1:8443 (embedded pol
 review: $(STAMP) ## run the admission pipeline offline: make review FILE=examples/mover-pod.yaml
 	$(BIN)/storage-affinity-webhook review -f $(FILE) --cluster $(CLUSTER) -o json
 
+suites: $(STAMP) ## run the policy test suites under examples/ (storage-affinity-test.yaml; make unit runs them too)
+	$(BIN)/storage-affinity-webhook test examples/
+
 docs: $(STAMP) ## regenerate what the policy schema generates: docs/policy.md and the chart's values.schema.json
 	$(BIN)/python -m webhook.policy.doc > docs/policy.md
 	$(BIN)/python scripts/sync-chart-policy-schema.py
@@ -54,7 +57,7 @@ fmt: $(STAMP) ## format and autofix
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-unit: $(STAMP) ## run the tests only (no lint, no chart; the docs tests render `helm install` commands)
+unit: $(STAMP) kubectl-tools ## run the tests only (no lint, no chart; the docs tests render `helm install` commands)
 	scripts/install-helm.sh >/dev/null
 	$(BIN)/python -m pytest --ignore=tests/chart $(PYTEST_ARGS)
 
@@ -62,7 +65,7 @@ chart: $(STAMP) monitoring-tools ## render, lint and check the chart in every mo
 	scripts/install-helm.sh
 	$(BIN)/python -m pytest tests/chart $(PYTEST_ARGS)
 
-test: lint bench-tools unit chart ## install, lint, then run every test (apt-get installs hey, wrk, valgrind, prometheus if missing)
+test: lint bench-tools unit chart ## install, lint, then run every test (apt-get installs hey, wrk, valgrind, prometheus, kubectl if missing)
 
 fuzz: $(STAMP) ## hypothesis, long profile: 20,000 examples per property (FUZZ_EXAMPLES=N to bound it)
 	HYPOTHESIS_PROFILE=long $(if $(FUZZ_EXAMPLES),HYPOTHESIS_MAX_EXAMPLES=$(FUZZ_EXAMPLES)) \
@@ -77,6 +80,11 @@ monitoring-tools: ## install promtool and the Prometheus server (Debian package 
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
 		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends prometheus; }
+
+kubectl-tools: ## install kubectl (Debian package kubernetes-client) when missing: a test runs `kubectl storage-affinity`
+	@command -v kubectl >/dev/null || { \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends kubernetes-client; }
 
 bench: $(STAMP) bench-tools ## measure the webhook against its stack's limit (about 11 minutes; not part of test)
 	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -30,9 +30,9 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str = "storage-affinity-webhook") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="storage-affinity-webhook",
+        prog=prog,
         description="Admission webhook that places storage-bound pods where their storage can be used.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
@@ -232,8 +232,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "storage-affinity-webhook") -> int:
+    args = _parser(prog).parse_args(argv)
     if args.command == "serve":
         return _serve(args)
     try:
@@ -248,6 +248,12 @@ def main(argv: list[str] | None = None) -> int:
         return _certs(args)
     except BrokenPipeError:
         return _reader_gone()
+
+
+def kubectl_plugin() -> int:
+    """`kubectl storage-affinity ...`: kubectl runs `kubectl-storage_affinity` from PATH (its plugin naming for a
+    dash); the same commands, named as the user typed them."""
+    return main(prog="kubectl storage-affinity")
 
 
 def _reader_gone() -> int:
