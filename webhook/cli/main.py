@@ -20,6 +20,8 @@ from webhook.cli.args import subcommand as _subcommand
 from webhook.serving import selfcerts
 from webhook.settings import LeaseTiming, default
 
+__all__ = ["EXIT_BAD_INPUT", "kubectl_plugin", "main"]
+
 
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version

@@ -13,15 +13,16 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from rules.model import Json
-from rules.policy import POLICY_LABEL, Policy, default_policy, policy_from_config_map
 from rules.safeload import unreadable
 from webhook.cli.args import EXIT_ALLOWED, EXIT_BAD_INPUT, EXIT_DENIED, cluster_files, subcommand
 from webhook.settings import default
+
+if TYPE_CHECKING:
+    from rules.policy import Policy
 
 
 def add_parser(sub: Any) -> None:
@@ -148,13 +149,14 @@ def _cluster_policy(view: Any, args: argparse.Namespace) -> Policy:
     server without `--policy` falls back to). An invalid one is refused: the server keeps its last valid policy,
     which no API read shows."""
     from rules.cluster import LookupFailed
+    from rules.policy import POLICY_LABEL, default_policy, policy_from_config_map
 
     if not args.namespace:
         raise _LiveError(
             "--live needs --namespace (or $POD_NAMESPACE), where the policy ConfigMap is, or --policy FILE"
         )
     try:
-        config_map: Json | None = view.read_config_map(args.namespace, args.policy_configmap)
+        config_map: dict[str, Any] | None = view.read_config_map(args.namespace, args.policy_configmap)
     except LookupFailed as exc:
         raise _LiveError(f"cannot read the policy ConfigMap: {exc}") from None
     if config_map is None or ((config_map.get("metadata") or {}).get("labels") or {}).get(POLICY_LABEL) != "true":

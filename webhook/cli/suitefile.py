@@ -21,11 +21,11 @@ from rules.safeload import DocumentError, load_documents, unreadable
 from webhook.app.codec import AdmissionRequest, ReviewError
 from webhook.cli.expect import expect_problems
 from webhook.cli.review import as_request
+from webhook.cli.suites import SUITE_FILE
 from webhook.policy.file import load_policy_file
 from webhook.state.index import ClusterIndex
 from webhook.state.static import load_static_state
 
-SUITE_FILE = "storage-affinity-test.yaml"
 SUITE_KEYS = ("policy", "cluster", "cases")
 CASE_KEYS = ("name", "object", "resource", "expect")
 

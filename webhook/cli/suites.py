@@ -13,18 +13,17 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rules.context import BadObject
-from rules.kube.feasible import feasible_nodes, pod_of
 from rules.model import Json
-from webhook.app.codec import ReviewError
 from webhook.cli.args import EXIT_BAD_INPUT, subcommand
 from webhook.cli.expect import MISSING, Failure, Outcome, failures
-from webhook.cli.review import review
-from webhook.cli.suitefile import SUITE_FILE, Case, Suite, find_suites, load_suite
+
+if TYPE_CHECKING:
+    from webhook.cli.suitefile import Case, Suite
 
 EXIT_PASSED, EXIT_FAILED = 0, 1
+SUITE_FILE = "storage-affinity-test.yaml"
 
 
 def add_parser(sub: Any) -> None:
@@ -77,6 +76,11 @@ class CaseResult:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The pipeline is imported here, not with the parser: `serve` parses the same command line in its master.
+    from rules.context import BadObject
+    from webhook.app.codec import ReviewError
+    from webhook.cli.suitefile import find_suites, load_suite
+
     paths, problems = find_suites(args.paths)
     results: list[CaseResult] = []
     for path in paths:
@@ -109,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
 
 def run_case(suite: Suite, case: Case) -> list[Failure]:
     """Review the case's object as `review` does, and what it expects that did not come."""
+    from rules.kube.feasible import feasible_nodes, pod_of
+    from webhook.cli.review import review
+
     assert suite.policy is not None and suite.view is not None  # a suite with cases loaded both
     subject = case.request.subject
     result = review(case.request, suite.policy, suite.view)
