@@ -4,26 +4,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from testkit.reviews import admission_review
-from tests.support import EXAMPLES, ROOT
+from tests.support import EXAMPLES
+from tests.webhook.commands import run_command
 
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "webhook", "review", *args],
-        check=False,
-        cwd=ROOT,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_command("review", *args, stdin=stdin)
 
 
 CLUSTER = ("--cluster", str(EXAMPLES / "cluster.yaml"))

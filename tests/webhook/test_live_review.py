@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,8 @@ import pytest
 from testkit.fakeapi import FakeKubeAPI, running_fake_api
 from testkit.reviews import admission_review
 from testkit.server import Server, running_server
-from tests.support import EXAMPLES, ROOT, load_yaml, manifest_objects
+from tests.support import EXAMPLES, load_yaml, manifest_objects
+from tests.webhook.commands import run_command
 from tests.webhook.review_checks import check_response, patch_of
 from webhook.state.ondemand import USER_AGENT
 
@@ -67,9 +67,7 @@ def server_answer(server: Server, obj: dict[str, Any]) -> dict[str, Any]:
 
 def live_review(kubeconfig: Path, path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     command = ["review", "-f", str(path), "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE, *extra]
-    return subprocess.run(
-        [sys.executable, "-m", "webhook", *command], check=False, cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
+    return run_command(*command)
 
 
 def reads(api: FakeKubeAPI, since: int) -> list[str]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rules.kube.feasible import pod_of
 from tests.support import DATA, EXAMPLES, ROOT, mutate_checked
+from tests.webhook.commands import run_command
 from webhook.cli.suitefile import find_suites, load_suite
 from webhook.cli.suites import run_case
 
@@ -23,14 +23,7 @@ SYNTAX = SUITES / "malformed" / "syntax" / "storage-affinity-test.yaml"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "webhook", "test", *args],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_command("test", *args)
 
 
 def shown(path: Path) -> str:
@@ -165,3 +158,15 @@ def test_each_passing_case_patches_a_valid_object_that_a_second_review_leaves_al
     assert obj is not None and suite.view is not None and suite.policy is not None
     if pod_of(case.request.subject.kind, obj) is not None:
         mutate_checked(obj, suite.view, suite.policy)
+
+
+def test_the_suite_docs_cli_md_shows_runs_and_passes(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "cli.md").read_text()
+    block = page.split("## `test`: policy test suites", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    for example in EXAMPLES.glob("*.yaml"):
+        (tmp_path / example.name).symlink_to(example)
+    (tmp_path / "policy.yaml").symlink_to(ROOT / "rules" / "default_policy.yaml")
+    (tmp_path / "storage-affinity-test.yaml").write_text(block)
+    result = run(str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1] == "1 suites, 3 cases: 3 passed, 0 failed"

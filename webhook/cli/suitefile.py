@@ -146,7 +146,7 @@ def _load_case(suite: Suite, index: int, case: Any, seen: dict[str, int]) -> Non
         return
     for where, message in expect_problems(case["expect"], runs_pods or request is None):
         suite.problem(f"{key}.expect.{where}".rstrip("."), message)
-    if request is not None and isinstance(name, str):
+    if request is not None and isinstance(name, str) and isinstance(case["expect"], Mapping):
         suite.cases.append(Case(name, request, dict(case["expect"])))
 
 
