@@ -163,8 +163,8 @@ def test_each_passing_case_patches_a_valid_object_that_a_second_review_leaves_al
 def test_the_suite_docs_cli_md_shows_runs_and_passes(tmp_path: Path) -> None:
     page = (ROOT / "docs" / "cli.md").read_text()
     block = page.split("## `test`: policy test suites", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
-    for example in EXAMPLES.glob("*.yaml"):
-        (tmp_path / example.name).symlink_to(example)
+    for name in ("cluster.yaml", "mover-pod.yaml", "bad-annotations-pod.yaml", "restore-pod.yaml"):
+        (tmp_path / name).symlink_to(EXAMPLES / name)
     (tmp_path / "policy.yaml").symlink_to(ROOT / "rules" / "default_policy.yaml")
     (tmp_path / "storage-affinity-test.yaml").write_text(block)
     result = run(str(tmp_path))
