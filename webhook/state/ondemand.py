@@ -43,7 +43,7 @@ _CUSTOM = {
 class OnDemandView:
     """`rules.cluster.ClusterView` over GETs and narrow lists, each made at most once per view."""
 
-    def __init__(self, configuration: Any, *, timeout: float = 10.0, page_size: int = 500, max_pages: int = 20) -> None:
+    def __init__(self, configuration: Any, *, timeout: float = 10.0, page_size: int = 500, max_pages: int = 40) -> None:
         self.api = client.ApiClient(configuration)
         self.api.user_agent = USER_AGENT
         self.core = client.CoreV1Api(self.api)
