@@ -14,13 +14,15 @@ from typing import Any
 import jsonpatch
 import pytest
 
+from rules.cluster import LookupFailed
 from testkit.fakeapi import FakeKubeAPI, running_fake_api
 from testkit.reviews import admission_review
 from testkit.server import Server, running_server
 from tests.support import EXAMPLES, load_yaml, manifest_objects
 from tests.webhook.commands import run_command
 from tests.webhook.review_checks import check_response, patch_of
-from webhook.state.ondemand import USER_AGENT
+from webhook.state.apisource import load_configuration
+from webhook.state.ondemand import USER_AGENT, OnDemandView
 
 pytestmark = pytest.mark.e2e
 
@@ -159,3 +161,20 @@ def test_live_usage_errors_are_exit_2(tmp_path: Path) -> None:
     missing = live_review(tmp_path / "kubeconfig", EXAMPLES / "plain-pod.yaml")
     assert missing.returncode == 2
     assert f"{tmp_path / 'kubeconfig'}: cannot read: No such file or directory" in missing.stderr
+
+
+def test_a_list_longer_than_one_review_reads_stops_at_its_bound(tmp_path: Path) -> None:
+    pods = [
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "big"}, "spec": {}}
+        for i in range(7)
+    ]
+    with running_fake_api(*pods) as api:
+        configuration, _ = load_configuration(api.write_kubeconfig(tmp_path / "kubeconfig"))
+        view = OnDemandView(configuration, page_size=2, max_pages=2)
+        try:
+            with pytest.raises(LookupFailed, match="list pods in big: more than 4 objects"):
+                view.pods_using_claim("big", "data")
+        finally:
+            view.close()
+        assert api.count("GET", "Pod") == 3  # two pages kept, the third seen to hold more: never the rest
+    assert view.failures == ["list pods in big: more than 4 objects, more than one review reads"]
