@@ -45,9 +45,10 @@ class ShownText:
     no writer can forget it. Mixed into a dataclass."""
 
     def __post_init__(self) -> None:
-        for name, value in vars(self).items():
-            if isinstance(value, str):
-                object.__setattr__(self, name, escaped(value))
+        fields = vars(self)
+        for name, value in fields.items():
+            if isinstance(value, str) and not value.isprintable():
+                fields[name] = escaped(value)  # a value replaced, no key added: the loop goes on
 
     def __setattr__(self, name: str, value: object) -> None:
         object.__setattr__(self, name, escaped(value) if isinstance(value, str) else value)
