@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from rules import pipeline
 from rules.context import BadObject
 from rules.model import Json
-from rules.policy import Policy, default_policy
+from rules.policy import Policy
 from rules.quoting import escaped
 from rules.reports import OPENREPORTS, build_reports
 from tests.support import DATA, EXAMPLES, load_yaml
@@ -38,10 +38,13 @@ from webhook.app.endpoints import review_line
 from webhook.audit.command import AuditRun, objects_from_files, render, run_audit
 from webhook.cli.review import as_request, review
 from webhook.logs import DATE_FORMAT, LOG_FORMAT, EscapingFormatter
+from webhook.policy.file import load_policy_file
 from webhook.state.static import state_of
 
 TOKEN = "HOSTILE"
 FIXTURE = load_yaml(DATA / "audit" / "hostile.yaml")
+POLICY_FILE = EXAMPLES / "policy-velero-source.yaml"
+POLICY, _ = load_policy_file(POLICY_FILE)
 NOW = datetime(2026, 11, 27, tzinfo=UTC)
 #: What a terminal acts on or reorders: C0, DEL, C1, an OSC title, CSI sequences (7- and 8-bit), the bidi marks,
 #: embeddings, overrides and isolates, the line and paragraph separators.
@@ -196,9 +199,7 @@ def test_audit_of_cluster_files_is_escaped_alike_in_every_output(text: str, tmp_
     path = tmp_path_factory.mktemp("hostile") / "cluster.yaml"
     path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}, allow_unicode=True))
     read, state = objects_from_files([path])
-    policy = default_policy()
-    run = run_audit(read, state, policy, None, NOW)
-    check_run(run, read, policy)
+    check_run(run_audit(read, state, POLICY, None, NOW), read, POLICY)
 
 
 @settings(max_examples=40, deadline=None)
@@ -206,15 +207,18 @@ def test_audit_of_cluster_files_is_escaped_alike_in_every_output(text: str, tmp_
 def test_audit_of_objects_in_memory_escapes_lone_surrogates_too(text: str) -> None:
     """The server's audit reads objects from its own state, where a lone surrogate can stand."""
     objects = hostile_objects(text)
-    policy = default_policy()
-    check_run(audit_run(objects, policy), objects, policy)
+    check_run(audit_run(objects, POLICY), objects, POLICY)
 
 
 def test_one_escaped_form_everywhere() -> None:
     """The escape is quoting.escaped's, character for character: a pod name holding an OSC title sequence and a
     right-to-left override is shown as `\\x1b]0;pwned\\x07` and `\\u202e` in the table, JSON, YAML and reports."""
     objects = hostile_objects("\x1b]0;pwned\x07\u202e")
-    run = audit_run(objects, default_policy())
+    run = audit_run(objects, POLICY)
+    families = {f.family for r in run.reports for f in r.findings}
+    assert families >= {"annotations", "diskAnnotations", "loadAffinity", "policy", "placement", "coScheduling"}
+    causes = {r.cause.code for r in run.reports if r.cause is not None}
+    assert causes == {"MultiAttach", "Unschedulable", "ContainerWaiting", "SchedulingGated", "DataSourceNotReady"}
     name = "volsync-\\x1b]0;pwned\\x07\\u202e"
     assert f"pod/shop/{name}" in render(run, "wide")
     assert name in [o["name"] for o in json.loads(render(run, "json"))["objects"]]
@@ -236,7 +240,18 @@ def test_the_cli_prints_no_raw_control_character(tmp_path: Path) -> None:
     for output, columns in (("table", ""), ("table", "60"), ("wide", ""), ("json", ""), ("yaml", "")):
         env = {**os.environ, "COLUMNS": columns}
         done = subprocess.run(
-            [sys.executable, "-m", "webhook", "audit", "--cluster", str(path), "-o", output],
+            [
+                sys.executable,
+                "-m",
+                "webhook",
+                "audit",
+                "--cluster",
+                str(path),
+                "--policy",
+                str(POLICY_FILE),
+                "-o",
+                output,
+            ],
             capture_output=True,
             check=False,
             env=env,
