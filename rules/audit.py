@@ -32,6 +32,7 @@ from rules.loadaffinity.nodeagents import pending_pod_problem
 from rules.model import Decision, Json, Subject
 from rules.pipeline import RULE_ERROR, STRICT_FAMILIES
 from rules.policy import Policy, validation_families
+from rules.quoting import ShownText
 
 #: The kinds the audit reviews; every other object is read as cluster state only.
 AUDITED_KINDS = ("Pod", "Job", "ConfigMap", "VirtualMachine")
@@ -51,7 +52,9 @@ def finding_families() -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class AuditFinding:
+class AuditFinding(ShownText):
+    """One finding as the audit prints and reports it; its field and message are escaped when it is made."""
+
     family: str
     field: str
     message: str
@@ -62,9 +65,11 @@ class AuditFinding:
 
 
 @dataclass
-class ObjectAudit:
+class ObjectAudit(ShownText):
     """One object's audit. `placement` is set for mover, backup and restore pods: `ok`, `misplaced`, `pending`
-    (not scheduled yet) or `unknown-node`; `wanted` says where admission would place it now."""
+    (not scheduled yet) or `unknown-node`; `wanted` says where admission would place it now. What it holds is
+    what the audit prints: every text field is escaped when set (`ShownText`), so the rules that judge the object
+    read its own fields, never these."""
 
     kind: str
     namespace: str
@@ -140,9 +145,10 @@ def audit_object(
     target = pipeline.pod_target(subject, policy, own_namespace)
     report.role = storage_role(target)
     report.phase = str((obj.get("status") or {}).get("phase") or "Pending")
-    report.node = str((obj.get("spec") or {}).get("nodeName") or "")
+    node = str((obj.get("spec") or {}).get("nodeName") or "")
+    report.node = node
     if report.role in PLACED_ROLES:
-        _placement(report, target, final=final, mutation=mutation, view=view, policy=policy)
+        _placement(report, target, node, final=final, mutation=mutation, view=view, policy=policy)
     if now is not None and report.role:
         _stuck(report, subject.obj or {}, target, view=view, policy=policy, now=now)
     told = report.cause is not None and report.cause.code == NO_NODE_AGENT  # the stuck-pod finding says it
@@ -170,9 +176,17 @@ def _findings(decision: Decision) -> list[AuditFinding]:
 
 
 def _placement(
-    report: ObjectAudit, target: PodTarget, *, final: Json, mutation: Decision, view: ClusterView, policy: Policy
+    report: ObjectAudit,
+    target: PodTarget,
+    node: str,
+    *,
+    final: Json,
+    mutation: Decision,
+    view: ClusterView,
+    policy: Policy,
 ) -> None:
-    """Where admission would put the pod now, and whether its node is such a place."""
+    """Where admission would put the pod now, and whether its node (`node`, as the pod names it) is such a
+    place."""
     spec = final.get("spec") or {}
     node_name = ""
     if report.role == "mover":
@@ -180,20 +194,20 @@ def _placement(
         if lead is not None and lead.node:
             node_name = lead.node
             report.wanted = f"node {lead.node} (with pod {name_of(lead.anchor or {})})"
-    elif spec.get("nodeName") and spec.get("nodeName") != report.node:
+    elif spec.get("nodeName") and spec.get("nodeName") != node:
         node_name = str(spec["nodeName"])
         report.wanted = f"node {node_name}"
     elif required_node_affinity(spec) is not None:
         report.wanted = "a node matching its required node affinity"
     report.would_change = mutation.patch
-    if not report.node:
+    if not node:
         report.placement = "pending"
         if mutation.patch:
             message = "not scheduled yet, and without the placement admission would give it now"
             report.findings.append(AuditFinding(DRIFT, "spec", message, "warn"))
-    elif (node := _node_or_none(view, report.node)) is None:
+    elif (found := _node_or_none(view, node)) is None:
         report.placement = "unknown-node"
-    elif (not node_name or node_name == report.node) and pod_fits_node(spec, node):
+    elif (not node_name or node_name == node) and pod_fits_node(spec, found):
         report.placement = "ok"
     else:
         report.placement = "misplaced"

@@ -27,13 +27,14 @@ from rules.kube.volumes import OWNED, SINGLE_POD, ClaimVolume, node_local_terms
 from rules.loadaffinity.nodeagents import pending_pod_problem
 from rules.model import Json
 from rules.policy import ROLES, Policy
-from rules.quoting import clip, escaped
+from rules.quoting import ShownText, clip
 
 
 @dataclass(frozen=True)
-class StuckCause:
+class StuckCause(ShownText):
     """`code` is stable (CamelCase, e.g. `MultiAttach`); `message` says what holds the pod, naming objects and
-    nodes; `remedy` says what an operator does about it, in one line."""
+    nodes; `remedy` says what an operator does about it, in one line. Escaped when made (`ShownText`): the
+    message quotes names and what the scheduler or the kubelet wrote."""
 
     code: str
     message: str
@@ -429,8 +430,8 @@ def _unexplained(stuck: Stuck) -> str:
 
 
 def _quoted(text: object) -> str:
-    """What the scheduler or the kubelet wrote, clipped and escaped: it goes into reports, metrics and tables."""
-    return escaped(clip(str(text), MESSAGE_LIMIT))
+    """What the scheduler or the kubelet wrote, clipped (the cause that quotes it is escaped whole when made)."""
+    return clip(str(text), MESSAGE_LIMIT)
 
 
 # --- the table ----------------------------------------------------------------------------------------------

@@ -9,15 +9,16 @@ from rules.kube.volumes import ClaimVolume, claim_volumes
 from rules.model import Decision, Finding, Json, Severity, Subject
 from rules.patch import PatchBuilder
 from rules.policy import Policy
+from rules.quoting import escaped
 from rules.roles import RoleDecision
 
 
 class BadObject(ValueError):
     """The object's fields have the wrong types; `problems` name each field of `source` (the request's `object`
-    or `oldObject`)."""
+    or `oldObject`), escaped when made as every finding is."""
 
     def __init__(self, problems: list[tuple[str, str]], source: str = "object") -> None:
-        self.problems = problems
+        self.problems = [(escaped(path), escaped(message)) for path, message in problems]
         self.source = source
         super().__init__(self.text("" if source == "object" else source))
 
@@ -61,7 +62,8 @@ class PodTarget:
 @dataclass
 class Context:
     """What a rule is given besides its target: the subject, the cluster view and the policy, and where it
-    reports. Rules never build a Decision themselves, so findings, warnings and reasons are kept uniformly."""
+    reports. Rules never build a Decision themselves, so findings, warnings and reasons are kept uniformly: each
+    is escaped here, when it is made (rules/quoting.py), as every message quoting the object must be."""
 
     subject: Subject
     view: ClusterView
@@ -71,15 +73,16 @@ class Context:
     _warned: set[str] = field(default_factory=set, repr=False)
 
     def warn(self, message: str) -> None:
+        message = escaped(message)
         if message not in self._warned:  # a set: a list lookup made 50,000 warnings take 20 s
             self._warned.add(message)
             self.decision.warnings.append(message)
 
     def reason(self, message: str) -> None:
-        self.decision.reasons.append(message)
+        self.decision.reasons.append(escaped(message))
 
     def audit(self, key: str, value: str) -> None:
-        self.decision.audit[key] = value
+        self.decision.audit[key] = escaped(value)
 
     def report(self, path: str, message: str, family: str, severity: Severity = Severity.DENY) -> None:
         """A finding about `path`; the pipeline applies enforcement to it afterwards."""

@@ -2,13 +2,14 @@
 
 Every finding goes into one message, numbered, each with its field path, up to a size bound after which the
 rest are counted: hostile input (100,000 bad list items, a 1 MB key) must not make a megabyte answer. Input
-quoted in it is escaped (rules/quoting.py).
+quoted in it was escaped when its finding or failure was made (rules/quoting.py `ShownText`), so the message
+composes escaped parts and escapes nothing itself.
 """
 
 from __future__ import annotations
 
 from rules.model import Decision
-from rules.quoting import clip, escaped
+from rules.quoting import clip
 
 PREFIX = "storage-affinity-webhook denied"
 FIELD_LIMIT = 400  # a valid annotation key is at most 317 characters
@@ -19,7 +20,7 @@ DENIAL_MESSAGE_LIMIT = 8192
 def denial_message(decision: Decision) -> str:
     """Why the decision denies: the unreadable state (policy `onLookupFailure: deny`) or every finding."""
     if decision.denied_by_failure:
-        return escaped(f"{PREFIX}: {decision.failure} (policy onLookupFailure: deny)")
+        return f"{PREFIX}: {decision.failure} (policy onLookupFailure: deny)"
     findings = decision.denials
     count = len(findings)
     message = f"{PREFIX}: {counted(count, 'problem')}: "
@@ -27,9 +28,9 @@ def denial_message(decision: Decision) -> str:
         text = f"{clip(found.field, FIELD_LIMIT)}: {found.message}" if found.field else found.message
         item = f"({i}) {clip(text, FINDING_TEXT_LIMIT)}"
         if i > 1 and len(message) + len(item) > DENIAL_MESSAGE_LIMIT:
-            return escaped(message + f"; and {count - i + 1} more (fix these first)")
+            return message + f"; and {count - i + 1} more (fix these first)"
         message += item if i == 1 else "; " + item
-    return escaped(message)
+    return message
 
 
 def counted(count: int, noun: str) -> str:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from rules.quoting import ShownText
+
 Json = dict[str, Any]
 
 
@@ -26,8 +28,9 @@ class Severity(StrEnum):
 
 
 @dataclass(frozen=True)
-class Finding:
-    """One validation result: where, what, and how bad before enforcement is applied.
+class Finding(ShownText):
+    """One validation result: where, what, and how bad before enforcement is applied. Its field and message are
+    escaped when it is made (rules/quoting.py `ShownText`): they quote the object.
 
     `family` names the policy switch (`validation.<family>.enforcement`) that can turn a denial into a warning.
     """
@@ -56,11 +59,13 @@ class Subject:
 
 
 @dataclass
-class Decision:
+class Decision(ShownText):
     """What the pipeline concluded: JSON Patch operations, warnings, findings and short reasons.
 
     `reasons` are one-line explanations (for `review -o json` and the audit log); `audit` holds the audit
-    annotations (keys without '/', the API server prefixes them with the webhook's name).
+    annotations (keys without '/', the API server prefixes them with the webhook's name). Every text in it is
+    escaped when it is made: `failure` when set, findings by their type, warnings, reasons and audit values by
+    the Context that rules write them through.
     """
 
     patch: list[Json] = field(default_factory=list)

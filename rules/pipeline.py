@@ -183,7 +183,7 @@ def _run(ctx: Context, rule: Callable[[Context, Any], None], target: Any, *, mut
         log.exception("rule %s failed", name)
         ctx.decision.rule_errors.append(name)
         why = f"internal error in {name}: {type(exc).__name__}"
-        ctx.decision.audit["rule-error"] = why
+        ctx.audit("rule-error", why)
         if mutating:
             ctx.warn(f"storage-affinity-webhook admitted this unchanged: {why}")
         else:
@@ -195,7 +195,7 @@ def _run(ctx: Context, rule: Callable[[Context, Any], None], target: Any, *, mut
 def _fail(ctx: Context, why: str) -> None:
     decision = ctx.decision
     decision.failure = why
-    decision.audit["lookup-failure"] = why
+    ctx.audit("lookup-failure", why)
     if ctx.policy.on_lookup_failure == "deny":
         decision.denied_by_failure = True
     else:

@@ -29,11 +29,29 @@ def one_of(allowed: Iterable[object]) -> str:
 
 
 def escaped(text: str) -> str:
-    """`text` with every character Python does not consider printable (controls, format characters such as the
-    bidi overrides, separators other than the space) written as its escape: `\\x00`, `\\u202e`."""
+    """`text` with every character Python does not consider printable (C0 and C1 controls, DEL, format characters
+    such as the bidi marks, overrides and isolates, lone surrogates, separators other than the space) written as
+    its escape: `\\x00`, `\\x1b`, `\\u202e`. The result is printable ASCII wherever it changed, so escaping
+    twice changes nothing: a message escaped when it is made goes through any later escaping unchanged."""
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+class ShownText:
+    """A record people read (a finding, a stuck pod's cause, an audited object): every text field is escaped
+    (`escaped`) when the record is made and, unless it is frozen, whenever a field is set, so that the audit
+    table, JSON and YAML, the policy reports, the logs and the admission answer all carry one escaped text and
+    no writer can forget it. Mixed into a dataclass."""
+
+    def __post_init__(self) -> None:
+        fields = vars(self)
+        for name, value in fields.items():
+            if isinstance(value, str) and not value.isprintable():
+                fields[name] = escaped(value)  # a value replaced, no key added: the loop goes on
+
+    def __setattr__(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, escaped(value) if isinstance(value, str) else value)
 
 
 def field_path(parts: Iterable[str | int], prefix: str = "") -> str:

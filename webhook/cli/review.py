@@ -14,7 +14,6 @@ from rules.cluster import ClusterView
 from rules.messages import denial_message
 from rules.model import Json
 from rules.policy import Policy
-from rules.quoting import escaped
 from webhook.app.codec import AdmissionRequest, ReviewError, request_from_document
 
 OFFLINE_UID = "offline-review"
@@ -76,7 +75,7 @@ def review(request: AdmissionRequest, policy: Policy, view: ClusterView, own_nam
         )
     chain = pipeline.mutate_then_validate(request.subject, view, policy, own_namespace)
     mutation, validation = chain.mutation, chain.validation
-    warnings = [escaped(w) for w in dict.fromkeys(mutation.warnings + validation.warnings)]
+    warnings = list(dict.fromkeys(mutation.warnings + validation.warnings))  # escaped when made (rules/context.py)
     allowed = mutation.allowed and validation.allowed
     denying = next((d for d in (validation, mutation) if not d.allowed), None)
     message = denial_message(denying) if denying is not None else ""
