@@ -6,18 +6,26 @@ no connection before `loaded()` (webhook/serving/worker.py): its first lists, th
 landed, and so has the first API discovery with the lists of the optional groups it found served.
 
 Lookups never wait for the API except on a miss of a PVC, PV, StorageClass, Node or the Velero ConfigMap: then
-one GET with a short timeout (`lookup_timeout`, well under the webhook's `timeoutSeconds`). A 404 is a plain miss;
-a timeout, connection error or error status raises `LookupFailed`, and the policy's `onLookupFailure` decides.
+one GET with a short timeout (`lookup_timeout`, well under the webhook's `timeoutSeconds`), for an object created
+a moment ago whose watch event has not arrived. A 404 is a plain miss, remembered for MISS_TTL seconds; a timeout,
+connection error or error status raises `LookupFailed`, and the policy's `onLookupFailure` decides.
 `pods_using_claim` and `nodes` never GET: once listed, the index is authoritative; before, they raise.
+
+The GETs are bounded, whatever names an object carries: a review (`review_lookups()`, entered by the endpoints)
+makes at most REVIEW_GETS; past them, or outside a review (the audit), a synced index is the answer, and an
+unsynced one raises `LookupFailed` within a review.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from kubernetes import client
@@ -48,6 +56,60 @@ _GETTERS = {
     "Node": ("core", "read_node", False),
     "ConfigMap": ("core", "read_namespaced_config_map", True),
 }
+#: kind → the watch whose index answers its misses once synced (the Velero ConfigMap has its own, followed)
+_WATCH_OF = {
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "PersistentVolume": "persistentvolumes",
+    "StorageClass": "storageclasses",
+    "Node": "nodes",
+}
+#: The GETs one review may make for objects the index misses: a pod's fresh claims, their PVs, a new node.
+REVIEW_GETS = 4
+#: How long a 404 stands for the object's absence, and how many such answers are remembered (oldest dropped).
+MISS_TTL = 5.0
+MISSES_KEPT = 4096
+
+
+class _ReviewGets:
+    """What is left of one review's GETs (a context variable: each review's greenlet holds its own)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = self.left = limit
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+
+_review_gets: ContextVar[_ReviewGets | None] = ContextVar("review_gets", default=None)
+
+
+class _Misses:
+    """The 404 answers of the last MISS_TTL seconds, at most MISSES_KEPT: a name asked for again and again
+    (a controller retrying a pod whose claim does not exist) costs one GET per MISS_TTL."""
+
+    def __init__(self) -> None:
+        self._until: OrderedDict[tuple[str, str, str], float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def known(self, key: tuple[str, str, str]) -> bool:
+        with self._lock:
+            until = self._until.get(key)
+            if until is None:
+                return False
+            if until > time.monotonic():
+                return True
+            del self._until[key]
+            return False
+
+    def add(self, key: tuple[str, str, str]) -> None:
+        with self._lock:
+            self._until[key] = time.monotonic() + MISS_TTL
+            self._until.move_to_end(key)
+            while len(self._until) > MISSES_KEPT:
+                self._until.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -69,6 +131,7 @@ class LiveClusterState:
         self.core = client.CoreV1Api(self.api)
         self.storage = client.StorageV1Api(self.api)
         self._deleted: dict[tuple[str, str, str], float] = {}
+        self._misses = _Misses()
         self._lock = threading.Lock()
         self._started = False
         self._stopped = threading.Event()
@@ -130,6 +193,7 @@ class LiveClusterState:
         for group in OPTIONAL_GROUPS:
             runtime.checks[group.group] = self.optional.check(group)
         runtime.loaded_check = self.loaded
+        runtime.review_scope = self.review_lookups
         if runtime.policy_missing is None:
             self._follow_policy(runtime.policy)
 
@@ -217,23 +281,33 @@ class LiveClusterState:
         """What the index holds of a kind (the audit reads it; no API call)."""
         return self.index.objects(kind)
 
+    @staticmethod
+    @contextlib.contextmanager
+    def review_lookups(gets: int = REVIEW_GETS) -> Iterator[None]:
+        """One review: inside, the index's misses may be fetched with at most `gets` GETs."""
+        token = _review_gets.set(_ReviewGets(gets))
+        try:
+            yield
+        finally:
+            _review_gets.reset(token)
+
     # -- ClusterView ---------------------------------------------------------------------------------------
 
     def pvc(self, namespace: str, name: str) -> Json | None:
-        return self.index.pvc(namespace, name) or self._fetch("PersistentVolumeClaim", namespace, name)
+        return self.index.pvc(namespace, name) or self._miss("PersistentVolumeClaim", namespace, name)
 
     def pods_using_claim(self, namespace: str, claim: str) -> list[Json]:
         self._require("pods")
         return self.index.pods_using_claim(namespace, claim)
 
     def pv(self, name: str) -> Json | None:
-        return self.index.pv(name) or self._fetch("PersistentVolume", "", name)
+        return self.index.pv(name) or self._miss("PersistentVolume", "", name)
 
     def storage_class(self, name: str) -> Json | None:
-        return self.index.storage_class(name) or self._fetch("StorageClass", "", name)
+        return self.index.storage_class(name) or self._miss("StorageClass", "", name)
 
     def node(self, name: str) -> Json | None:
-        return self.index.node(name) or self._fetch("Node", "", name)
+        return self.index.node(name) or self._miss("Node", "", name)
 
     def nodes(self) -> Iterable[Json]:
         self._require("nodes")
@@ -252,17 +326,43 @@ class LiveClusterState:
         current = self._velero
         if hit is not None or current is None or current.source != (namespace, name):
             return hit
-        return self._fetch("ConfigMap", namespace, name, sink=current.sink)
+        return self._miss("ConfigMap", namespace, name, sink=current.sink)
 
     def _require(self, name: str) -> None:
         state = self.watches[name]
         if not state.synced:
             raise LookupFailed(f"{name}: {state.readiness()}")
 
+    def _miss(self, kind: str, namespace: str, name: str, sink: Sink | None = None) -> Json | None:
+        """An object the index lacks: absent if a GET said so lately; else fetched while the review has GETs
+        left (and always before the kind's first list, outside a review); else the synced index is the answer."""
+        key = (kind, namespace, name)
+        if self._misses.known(key):
+            return None
+        gets = _review_gets.get()
+        if gets is not None and gets.take():
+            return self._fetch(kind, namespace, name, sink)
+        if self._synced(kind):
+            return None
+        if gets is None:
+            return self._fetch(kind, namespace, name, sink)
+        raise LookupFailed(
+            f"{_what(kind, namespace, name)}: not listed yet, and this review has made its {gets.limit} GETs"
+        )
+
+    def _synced(self, kind: str) -> bool:
+        followed = self._velero
+        watch = (
+            followed.watch
+            if kind == "ConfigMap" and followed is not None
+            else self.watches.get(_WATCH_OF.get(kind, ""))
+        )
+        return watch is not None and watch.synced
+
     def _fetch(self, kind: str, namespace: str, name: str, sink: Sink | None = None) -> Json | None:
         """One GET with the lookup timeout; the answer is cached (unless the watch knows better by now)."""
         api_name, method, namespaced = _GETTERS[kind]
-        what = f"{kind} {namespace}/{name}" if namespaced else f"{kind} {name}"
+        what = _what(kind, namespace, name)
         started = time.monotonic()
         call = getattr(self.core if api_name == "core" else self.storage, method)
         args = (name, namespace) if namespaced else (name,)
@@ -271,6 +371,7 @@ class LiveClusterState:
             obj = json.loads(response.data)
         except ApiException as exc:
             if exc.status == 404:
+                self._misses.add((kind, namespace, name))
                 return None
             raise LookupFailed(f"GET {what}: {describe(exc)}") from None
         except Exception as exc:  # a timeout, a refused connection, a garbled answer
@@ -311,3 +412,7 @@ class LiveClusterState:
 
     def data_volume(self, namespace: str, name: str) -> Json | None:
         return self.index.data_volume(namespace, name)
+
+
+def _what(kind: str, namespace: str, name: str) -> str:
+    return f"{kind} {namespace}/{name}" if _GETTERS[kind][2] else f"{kind} {name}"
