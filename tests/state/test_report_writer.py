@@ -10,6 +10,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from kubernetes.client import ApiException
 from prometheus_client import REGISTRY
 
 from rules.audit import STUCK, AuditFinding, ObjectAudit
@@ -326,3 +327,15 @@ def test_a_new_writer_adopts_the_labelled_reports_of_its_name_and_forgets_after_
     fake_api.delete("Report", "shop", REPORT_NAME)
     fake_api.create(tenant_report("shop", REPORT_NAME, 2000))  # written by the other replica meanwhile, say
     assert restarted.write(changed).squatters == 0
+
+
+def test_a_run_cut_by_an_api_error_remembers_what_it_created(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
+    w = writer(fake_api, tmp_path)
+    w.write(findings(namespaces=1, per_namespace=1))  # a first run: from now on it adopts nothing
+    audits = findings(namespaces=3, per_namespace=1)
+    fake_api.fail(500, lambda r: r.method == "POST" and "/ns-002/" in r.path)
+    with pytest.raises(ApiException):
+        w.write(audits)
+    fake_api.fail(None)
+    counts = w.write(audits)
+    assert (counts.created, counts.unchanged, counts.squatters) == (1, 2, 0)

@@ -149,6 +149,9 @@ class ReportWriter:
         except NotLeader:
             self.forget()
             raise
+        except Exception:  # a failed request: what this run created is remembered for the next one
+            self._ours = None if adopting else {**known, **ours}
+            raise
         self._ours = ours
         counts.squatters = len(squatted)
         self._report_squatters(kind, squatted)
