@@ -339,3 +339,28 @@ def test_a_run_cut_by_an_api_error_remembers_what_it_created(fake_api: FakeKubeA
     fake_api.fail(None)
     counts = w.write(audits)
     assert (counts.created, counts.unchanged, counts.squatters) == (1, 2, 0)
+
+
+def test_bodies_at_its_name_are_held_one_page_at_a_time(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
+    """The worst a tenant can make it read: copies of its label at its name, in many namespaces. The peak of a
+    run does not grow with their number: one page of bodies at a time."""
+    w = writer(fake_api, tmp_path)
+    w.write(findings(namespaces=1, per_namespace=1))  # a first run: from now on it adopts nothing
+    peaks = []
+    for pages in (2, 4):
+        namespaces = [f"ns-{n:03d}" for n in range(1, pages * LIST_PAGE + 1)]
+        for namespace in namespaces:
+            if fake_api.get("Report", namespace, REPORT_NAME) is None:
+                fake_api.create(tenant_report(namespace, REPORT_NAME, 200_000))
+        audits = findings(namespaces=len(namespaces) + 1, per_namespace=1)
+        tracemalloc.start()
+        try:
+            counts = w.write(audits)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert (counts.squatters, counts.writes) == (len(namespaces), 0)
+    print(
+        f"\npeak with {2 * LIST_PAGE} and {4 * LIST_PAGE} 200 KB squatters: {[f'{p / 2**20:.1f} MiB' for p in peaks]}"
+    )
+    assert peaks[1] < 1.25 * peaks[0]
