@@ -14,8 +14,8 @@ from tests.state.objects import node, pod, pv, pvc, storage_class
 from tests.support import app_client
 from tests.webhook.review_checks import check_response
 from webhook.runtime import Runtime
-from webhook.state import live as live_state
-from webhook.state.live import REVIEW_GETS
+from webhook.state import lookups
+from webhook.state.lookups import REVIEW_GETS, review_lookups
 
 
 def calls(api: FakeKubeAPI) -> list[Request]:
@@ -73,7 +73,7 @@ def test_a_claim_created_a_moment_ago_is_fetched_within_the_review(fake_api: Fak
     eventually(runtime.ready)
     with fake_api.silently():  # the watch has not delivered it yet
         fake_api.create(pvc("fresh"))
-    with state.review_lookups():
+    with review_lookups():
         assert state.pvc("apps", "fresh") is not None
     assert fake_api.count("GET", "PersistentVolumeClaim", name=True) == 1
 
@@ -85,27 +85,27 @@ def test_a_404_is_remembered_for_miss_ttl_then_asked_again(
     state, runtime = live()
     eventually(runtime.ready)
     for _ in range(3):
-        with state.review_lookups():
+        with review_lookups():
             assert state.pvc("apps", "missing") is None
     assert fake_api.count("GET", "PersistentVolumeClaim", name=True) == 1
-    monkeypatch.setattr(live_state, "MISS_TTL", 0.0)
-    with state.review_lookups():
+    monkeypatch.setattr(lookups, "MISS_TTL", 0.0)
+    with review_lookups():
         assert state.pvc("apps", "other") is None  # remembered for no time at all
-    with state.review_lookups():
+    with review_lookups():
         assert state.pvc("apps", "other") is None
     assert fake_api.count("GET", "PersistentVolumeClaim", name=True) == 3
 
 
 def test_the_remembered_misses_are_bounded(fake_api: FakeKubeAPI, live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
     seeded(fake_api)
-    monkeypatch.setattr(live_state, "MISSES_KEPT", 3)
+    monkeypatch.setattr(lookups, "MISSES_KEPT", 3)
     state, runtime = live()
     eventually(runtime.ready)
     for i in range(5):
-        with state.review_lookups():
+        with review_lookups():
             assert state.pvc("apps", f"gone-{i}") is None
-    assert len(state._misses._until) == 3
-    with state.review_lookups():
+    assert len(state._misses) == 3
+    with review_lookups():
         state.pvc("apps", "gone-0")  # dropped first: asked again
         state.pvc("apps", "gone-4")  # still remembered
     assert fake_api.count("GET", "PersistentVolumeClaim", name=True) == 6
@@ -128,7 +128,7 @@ def test_before_the_first_list_a_review_past_its_gets_fails_the_lookup(fake_api:
     with fake_api.holding(lambda r: r.method == "GET" and r.path.endswith("/persistentvolumeclaims")):
         state, _ = live()
         eventually(lambda: fake_api.held() > 0, what="the claims' first list held")
-        with state.review_lookups(gets=1):
+        with review_lookups(gets=1):
             assert state.pvc("apps", "data") is not None  # its one GET
             with pytest.raises(
                 LookupFailed,

@@ -1,4 +1,4 @@
-"""Live cluster state: list then watch each resource into a ClusterIndex, one direct GET on a cache miss.
+"""Live cluster state: list then watch each resource into a ClusterIndex, a bounded direct GET on a cache miss.
 
 The list+watch engine is webhook/state/watch.py; this module is the view over its index and what it follows: the
 policy ConfigMap and the Velero ConfigMap the policy names. Each gunicorn worker holds its own state, and accepts
@@ -11,21 +11,18 @@ a moment ago whose watch event has not arrived. A 404 is a plain miss, remembere
 connection error or error status raises `LookupFailed`, and the policy's `onLookupFailure` decides.
 `pods_using_claim` and `nodes` never GET: once listed, the index is authoritative; before, they raise.
 
-The GETs are bounded, whatever names an object carries: a review (`review_lookups()`, entered by the endpoints)
-makes at most REVIEW_GETS; past them, or outside a review (the audit), a synced index is the answer, and an
-unsynced one raises `LookupFailed` within a review.
+The GETs are bounded, whatever names an object carries: a review (webhook/state/lookups.py `review_lookups()`,
+entered by the endpoints) makes at most REVIEW_GETS; past them, or outside a review (the audit), a synced index is
+the answer, and an unsynced one raises `LookupFailed` within a review.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kubernetes import client
@@ -42,6 +39,7 @@ from webhook.policy.reload import PolicyConfigMapSink, ProblemBoard, VeleroConfi
 from webhook.runtime import Runtime
 from webhook.state.apierrors import describe
 from webhook.state.index import ClusterIndex
+from webhook.state.lookups import Misses, current_review, review_lookups
 from webhook.state.optional import OPTIONAL_GROUPS, OptionalGroups
 from webhook.state.watch import IndexSink, LiveOptions, Resource, ResourceWatch, Sink
 
@@ -63,53 +61,6 @@ _WATCH_OF = {
     "StorageClass": "storageclasses",
     "Node": "nodes",
 }
-#: The GETs one review may make for objects the index misses: a pod's fresh claims, their PVs, a new node.
-REVIEW_GETS = 4
-#: How long a 404 stands for the object's absence, and how many such answers are remembered (oldest dropped).
-MISS_TTL = 5.0
-MISSES_KEPT = 4096
-
-
-class _ReviewGets:
-    """What is left of one review's GETs (a context variable: each review's greenlet holds its own)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = self.left = limit
-
-    def take(self) -> bool:
-        if self.left <= 0:
-            return False
-        self.left -= 1
-        return True
-
-
-_review_gets: ContextVar[_ReviewGets | None] = ContextVar("review_gets", default=None)
-
-
-class _Misses:
-    """The 404 answers of the last MISS_TTL seconds, at most MISSES_KEPT: a name asked for again and again
-    (a controller retrying a pod whose claim does not exist) costs one GET per MISS_TTL."""
-
-    def __init__(self) -> None:
-        self._until: OrderedDict[tuple[str, str, str], float] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def known(self, key: tuple[str, str, str]) -> bool:
-        with self._lock:
-            until = self._until.get(key)
-            if until is None:
-                return False
-            if until > time.monotonic():
-                return True
-            del self._until[key]
-            return False
-
-    def add(self, key: tuple[str, str, str]) -> None:
-        with self._lock:
-            self._until[key] = time.monotonic() + MISS_TTL
-            self._until.move_to_end(key)
-            while len(self._until) > MISSES_KEPT:
-                self._until.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -131,7 +82,7 @@ class LiveClusterState:
         self.core = client.CoreV1Api(self.api)
         self.storage = client.StorageV1Api(self.api)
         self._deleted: dict[tuple[str, str, str], float] = {}
-        self._misses = _Misses()
+        self._misses = Misses()
         self._lock = threading.Lock()
         self._started = False
         self._stopped = threading.Event()
@@ -193,7 +144,7 @@ class LiveClusterState:
         for group in OPTIONAL_GROUPS:
             runtime.checks[group.group] = self.optional.check(group)
         runtime.loaded_check = self.loaded
-        runtime.review_scope = self.review_lookups
+        runtime.review_scope = review_lookups
         if runtime.policy_missing is None:
             self._follow_policy(runtime.policy)
 
@@ -281,16 +232,6 @@ class LiveClusterState:
         """What the index holds of a kind (the audit reads it; no API call)."""
         return self.index.objects(kind)
 
-    @staticmethod
-    @contextlib.contextmanager
-    def review_lookups(gets: int = REVIEW_GETS) -> Iterator[None]:
-        """One review: inside, the index's misses may be fetched with at most `gets` GETs."""
-        token = _review_gets.set(_ReviewGets(gets))
-        try:
-            yield
-        finally:
-            _review_gets.reset(token)
-
     # -- ClusterView ---------------------------------------------------------------------------------------
 
     def pvc(self, namespace: str, name: str) -> Json | None:
@@ -339,7 +280,7 @@ class LiveClusterState:
         key = (kind, namespace, name)
         if self._misses.known(key):
             return None
-        gets = _review_gets.get()
+        gets = current_review()
         if gets is not None and gets.take():
             return self._fetch(kind, namespace, name, sink)
         if self._synced(kind):
