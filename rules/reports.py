@@ -6,9 +6,10 @@ policy-report/pkg/api/wgpolicyk8s.io/v1alpha2/policyreport_types.go).
 Pure: what the reports of one audit should hold, and whether a stored report already holds it. The writer
 (webhook/audit/reports.py) lists, creates, replaces and deletes. Only failures are reported (a result per finding; a
 stuck storage pod's `stuckPod` result carries its cause code and remedy as properties): a namespace without
-findings has no report, and a cluster of 100,000 clean pods costs no object per pod. A namespace's results are
-split over several reports of at most MAX_RESULTS each, so that no report nears etcd's request size limit (1.5 MiB
-by default).
+findings has no report, and a cluster of 100,000 clean pods costs no object per pod. A namespace has one report,
+of at most MAX_RESULTS results, so that no report nears etcd's request size limit (1.5 MiB by default), and one
+object adds at most MAX_OBJECT_RESULTS: beyond either limit, one `reportLimit` result says how many results were
+not written (the `audit` command lists them all), so a hostile object costs one small report, not dozens.
 """
 
 from __future__ import annotations
@@ -20,14 +21,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from rules.audit import STUCK, ObjectAudit
+from rules.messages import counted
 from rules.model import Json
 
 SOURCE = "storage-affinity-webhook"
 #: The label that marks the reports this webhook owns: only those are replaced or deleted.
 MANAGED_BY = "app.kubernetes.io/managed-by"
-#: The report of a namespace is named so; its further pages get `-2`, `-3`…
+#: The report of a namespace is named so: the writer touches no report of another name.
 REPORT_NAME = "storage-affinity-webhook"
+#: The most results a report holds, and the most one object adds to it, each limit result included.
 MAX_RESULTS = 1000
+MAX_OBJECT_RESULTS = 20
+#: The policy of the result that says how many results a limit left out.
+LIMIT_POLICY = "reportLimit"
 #: The fields of a report that are its content; metadata other than the labels is the API server's.
 CONTENT = ("source", "summary", "results")
 
@@ -64,14 +70,16 @@ def build_reports(
     ((kind, namespace, name) → uid) completes the resource references when known."""
     by_namespace: dict[str, list[Json]] = {}
     for audit in audits:
-        if audit.namespace:
+        if audit.namespace and audit.findings:
             by_namespace.setdefault(audit.namespace, []).extend(_results(audit, now, uids or {}))
     reports: dict[tuple[str, str], Json] = {}
     for namespace, results in sorted(by_namespace.items()):
         results.sort(key=_result_order)
-        for page, start in enumerate(range(0, len(results), MAX_RESULTS), start=1):
-            name = REPORT_NAME if page == 1 else f"{REPORT_NAME}-{page}"
-            reports[(namespace, name)] = _report(kind, namespace, name, results[start : start + MAX_RESULTS])
+        if len(results) > MAX_RESULTS:
+            left_out = len(results) - (MAX_RESULTS - 1)
+            del results[MAX_RESULTS - 1 :]
+            results.append(_limit_result(left_out, f"in namespace {namespace}", None, now))
+        reports[(namespace, REPORT_NAME)] = _report(kind, namespace, REPORT_NAME, results)
     return reports
 
 
@@ -111,6 +119,13 @@ def _results(audit: ObjectAudit, now: int, uids: Mapping[tuple[str, str, str], s
     if uid := uids.get((audit.kind, audit.namespace, audit.name)):
         subject["uid"] = uid
     cause = {"cause": audit.cause.code, "remedy": audit.cause.remedy} if audit.cause is not None else {}
+    findings = audit.findings
+    if len(findings) > MAX_OBJECT_RESULTS:
+        left_out = len(findings) - (MAX_OBJECT_RESULTS - 1)
+        findings = findings[: MAX_OBJECT_RESULTS - 1]
+        limit = [_limit_result(left_out, f"of {audit.kind} {audit.name}", subject, now)]
+    else:
+        limit = []
     return [
         _result(
             finding.family,
@@ -122,14 +137,38 @@ def _results(audit: ObjectAudit, now: int, uids: Mapping[tuple[str, str, str], s
             properties={"field": finding.field, **(cause if finding.family == STUCK else {})},
             now=now,
         )
-        for finding in audit.findings
-    ]
+        for finding in findings
+    ] + limit
+
+
+def _limit_result(left_out: int, whose: str, subject: Json | None, now: int) -> Json:
+    """The result standing for the `left_out` results a limit kept out of the report (of one object, or of the
+    namespace: then it names no resource)."""
+    return _result(
+        LIMIT_POLICY,
+        "results",
+        result="warn",
+        severity="info",
+        message=f"{counted(left_out, 'more result')} {whose} not written: a report holds at most "
+        f"{MAX_OBJECT_RESULTS} results per object and {MAX_RESULTS} per namespace; the audit command lists them all",
+        subject=subject,
+        properties={"notWritten": str(left_out)},
+        now=now,
+    )
 
 
 def _result(
-    policy: str, rule: str, *, result: str, severity: str, message: str, subject: Json, properties: Json, now: int
+    policy: str,
+    rule: str,
+    *,
+    result: str,
+    severity: str,
+    message: str,
+    subject: Json | None,
+    properties: Json,
+    now: int,
 ) -> Json:
-    return {
+    out: Json = {
         "source": SOURCE,
         "policy": policy,
         "rule": rule,
@@ -141,6 +180,9 @@ def _result(
         "properties": properties,
         "timestamp": {"seconds": now, "nanos": 0},
     }
+    if subject is None:
+        del out["resources"]
+    return out
 
 
 def _report(kind: ReportKind, namespace: str, name: str, results: list[Json]) -> Json:

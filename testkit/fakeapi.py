@@ -11,7 +11,8 @@ sends no bookmarks and never answers 410. The behaviours under test — resume f
   real server's ADDED/DELETED translation when an update moves an object in or out of a watch's selector;
 - the CRD groups (snapshot.storage.k8s.io, kubevirt.io, cdi.kubevirt.io, openreports.io, wgpolicyk8s.io) while
   they are installed (`served_groups`), with discovery (`/apis` and each group's resource list), and
-  coordination.k8s.io Leases; a replace naming a stale resourceVersion gets 409 Conflict;
+  coordination.k8s.io Leases; a replace naming a stale resourceVersion, and a delete whose preconditions (uid,
+  resourceVersion) the object does not meet, get 409 Conflict;
 - faults: `expire_watches()` (410), `break_watches()` (connection cut without the final chunk),
   `silently()` (changes no watch sees, only a re-list), `fail(status)` and `delay(seconds)` for requests,
   `holding()` (requests unanswered until the test lets them go), `stop()`/`start()` (API down and back on the
@@ -495,6 +496,18 @@ def _stale(stored: Json | None, body: Json) -> str | None:
     return None
 
 
+def _unmet_preconditions(stored: Json | None, body: Json | None) -> str | None:
+    """Why a delete must be refused as the real server does: its DeleteOptions name a UID or resourceVersion the
+    stored object does not have."""
+    wanted = (body or {}).get("preconditions") or {}
+    meta = (stored or {}).get("metadata") or {}
+    for field_name in ("uid", "resourceVersion"):
+        if stored is not None and wanted.get(field_name) and wanted[field_name] != meta.get(field_name):
+            got = meta.get(field_name)
+            return f"Precondition failed: {field_name} in precondition: {wanted[field_name]}, in object meta: {got}"
+    return None
+
+
 def _status(code: int, reason: str, message: str) -> Json:
     return {
         "kind": "Status",
@@ -597,10 +610,13 @@ class _Handler(BaseHTTPRequestHandler):
                     return self._json(404, _status(404, "NotFound", str(exc)))
             return self._json(200, stored)
         if method == "DELETE" and name is not None:
-            try:
-                fake.delete(plural, key_ns, name)
-            except KeyError as exc:
-                return self._json(404, _status(404, "NotFound", str(exc)))
+            with fake._lock:  # preconditions are checked and the object deleted in one step, as etcd does
+                if unmet := _unmet_preconditions(fake.get(plural, key_ns, name), body):
+                    return self._json(409, _status(409, "Conflict", unmet))
+                try:
+                    fake.delete(plural, key_ns, name)
+                except KeyError as exc:
+                    return self._json(404, _status(404, "NotFound", str(exc)))
             return self._json(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
         return self._json(405, _status(405, "MethodNotAllowed", f"{method} {url.path}"))
 

@@ -110,6 +110,12 @@ LOAD_AFFINITY_NODES = Gauge(
     multiprocess_mode="livemax",
 )
 
+REPORT_SQUATTERS = Gauge(
+    "storage_affinity_report_squatters",
+    "Namespaces with findings whose policy report name is held by a report the writer did not create (so their "
+    "findings are not published), as of the writer's last run.",
+    multiprocess_mode="livemax",
+)
 
 AUDIT_STUCK = Gauge(
     "storage_affinity_audit_stuck_pods",

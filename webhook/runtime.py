@@ -7,6 +7,7 @@ valid one), reviews are refused with 503 rather than decided by a policy the ope
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -36,6 +37,8 @@ class Runtime:
     checks: dict[str, ReadinessCheck] = field(default_factory=dict)
     policy_missing: str | None = None  # why no valid policy is in effect; `policy` is then not used
     loaded_check: Callable[[], bool] | None = None  # the initial lists have landed (None: nothing to load)
+    #: Entered around each review: the live state bounds the API calls one review makes (webhook/state/live.py).
+    review_scope: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
     _cert_checked: float = 0.0
     _cert_error: str | None = None
 

@@ -85,3 +85,14 @@ def test_a_family_without_samples_is_not_counted() -> None:
     declared_only = "# HELP x_total X.\n# TYPE x_total counter\n"
     assert sampled(declared_only) == set()
     assert sampled(declared_only + "x_total 0.0\n") == {"x_total"}
+
+
+def test_first_scrape_has_the_report_squatters_series_at_zero(first_exposition: str) -> None:
+    """Read by no alert or panel of the chart, but an operator's own alert on it must see 0, not "No data"."""
+    values = [
+        sample.value
+        for family in text_string_to_metric_families(first_exposition)
+        for sample in family.samples
+        if sample.name == "storage_affinity_report_squatters"
+    ]
+    assert values == [0.0]

@@ -8,6 +8,7 @@ list of ObjectReferences, `timestamp` with `seconds` and `nanos`.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import datetime
 from typing import Any
@@ -16,8 +17,11 @@ import pytest
 
 from rules.audit import STUCK, AuditFinding, ObjectAudit, audit_objects
 from rules.causes import StuckCause
+from rules.checks.disk import AFFINITY_TYPES as DISK_TYPES
 from rules.reports import (
+    LIMIT_POLICY,
     MANAGED_BY,
+    MAX_OBJECT_RESULTS,
     MAX_RESULTS,
     OPENREPORTS,
     REPORT_NAME,
@@ -60,7 +64,7 @@ def check_shape(report: dict[str, Any], kind: ReportKind) -> None:
         assert result["result"] in RESULTS and result["severity"] in SEVERITIES
         assert all(isinstance(v, str) for v in result["properties"].values())
         assert set(result["timestamp"]) == {"seconds", "nanos"}
-        for subject in result["resources"]:
+        for subject in result.get("resources", ()):  # optional: a namespace's limit result names none
             assert set(subject) <= REFERENCE_FIELDS
             assert subject["namespace"] == report["metadata"]["namespace"]
     # The summary counts exactly the results.
@@ -132,14 +136,54 @@ def test_no_findings_no_report() -> None:
     assert build_reports([ObjectAudit("Pod", "shop", "db-0")], OPENREPORTS, now=1) == {}
 
 
-def test_a_namespace_beyond_max_results_is_split_into_pages() -> None:
+def test_a_namespace_beyond_max_results_gets_one_report_that_says_how_many_were_left_out() -> None:
     finding = AuditFinding("placementDrift", "spec", "not scheduled yet", "warn")
     audits = [ObjectAudit("Pod", "big", f"p-{i:05d}", findings=[finding]) for i in range(2 * MAX_RESULTS + 1)]
     reports = build_reports(audits, OPENREPORTS, now=1)
-    assert list(reports) == [("big", REPORT_NAME), ("big", f"{REPORT_NAME}-2"), ("big", f"{REPORT_NAME}-3")]
-    assert [len(r["results"]) for r in reports.values()] == [MAX_RESULTS, MAX_RESULTS, 1]
-    for report in reports.values():
-        check_shape(report, OPENREPORTS)
+    assert list(reports) == [("big", REPORT_NAME)]
+    results = reports[("big", REPORT_NAME)]["results"]
+    assert len(results) == MAX_RESULTS
+    assert [r["resources"][0]["name"] for r in results[:-1]] == [f"p-{i:05d}" for i in range(MAX_RESULTS - 1)]
+    limit = results[-1]
+    assert (limit["policy"], limit["result"], limit["severity"]) == (LIMIT_POLICY, "warn", "info")
+    assert "resources" not in limit  # the namespace's limit names no object
+    assert limit["properties"] == {"notWritten": str(MAX_RESULTS + 2)}
+    assert limit["message"].startswith(f"{MAX_RESULTS + 2} more results in namespace big not written: ")
+    check_shape(reports[("big", REPORT_NAME)], OPENREPORTS)
+
+
+def test_one_object_adds_at_most_max_object_results_and_says_how_many_it_left_out() -> None:
+    many = [AuditFinding("diskAnnotations", "metadata.annotations", f"unknown type t{i}", "deny") for i in range(50)]
+    few = [AuditFinding("placementDrift", "spec", "not scheduled yet", "warn")]
+    audits = [ObjectAudit("Pod", "ns", "hostile", findings=many), ObjectAudit("Pod", "ns", "plain", findings=few)]
+    results = build_reports(audits, WGPOLICY, now=1)[("ns", REPORT_NAME)]["results"]
+    hostile = [r for r in results if r["resources"][0]["name"] == "hostile"]
+    assert len(hostile) == MAX_OBJECT_RESULTS
+    [limit] = [r for r in hostile if r["policy"] == LIMIT_POLICY]
+    assert limit["properties"] == {"notWritten": str(50 - MAX_OBJECT_RESULTS + 1)}
+    assert limit["message"].startswith(f"{50 - MAX_OBJECT_RESULTS + 1} more results of Pod hostile not written: ")
+    assert [r["message"] for r in results if r["resources"][0]["name"] == "plain"] == ["not scheduled yet"]
+
+
+def test_a_stored_pod_with_25_000_unknown_disk_types_costs_one_small_report() -> None:
+    """One hostile stored pod: a 200 KB annotation of 25,000 unknown disk types made 25 reports and 13 MB of
+    writes; capped, it is one report of a few kilobytes."""
+    types = ",".join(f"t{i:06d}" for i in range(25_000))
+    assert len(types) > 190_000
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "hostile", "namespace": "tenant", "annotations": {DISK_TYPES: types}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        "status": {"phase": "Running"},
+    }
+    audits = audit_objects([pod], view_from(), policy(), "saw")
+    reports = build_reports(audits, OPENREPORTS, now=1)
+    assert list(reports) == [("tenant", REPORT_NAME)]
+    report = reports[("tenant", REPORT_NAME)]
+    assert len(report["results"]) <= MAX_OBJECT_RESULTS
+    assert len(json.dumps(report)) < 20_000
+    check_shape(report, OPENREPORTS)
 
 
 def test_unchanged_results_keep_their_first_timestamp_and_compare_equal() -> None:

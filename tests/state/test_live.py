@@ -12,6 +12,7 @@ from testkit.fakeapi import FakeKubeAPI
 from tests.state.conftest import Live, eventually
 from tests.state.objects import node, pod, pv, pvc, storage_class
 from tests.support import dig
+from webhook.state.lookups import review_lookups
 
 RESOURCES = ("pods", "persistentvolumeclaims", "persistentvolumes", "storageclasses", "nodes", "policy-configmap")
 
@@ -182,17 +183,19 @@ def test_cache_miss_is_served_by_one_get_and_cached(fake_api: FakeKubeAPI, live:
         fake_api.create(storage_class("slow"))
         fake_api.create(pv("pv-fresh"))
 
-    assert dig(state.pvc("apps", "fresh"), "spec", "volumeName") == "pv-fresh"
-    assert state.pvc("apps", "fresh") is not None
-    assert fake_api.count("GET", "PersistentVolumeClaim", name=True) == 1
-    assert state.node("n3") is not None and state.node("n3") is not None
-    assert state.storage_class("slow") is not None and state.pv("pv-fresh") is not None
+    with review_lookups():  # one review: a fresh claim, its PV, its class and a new node
+        assert dig(state.pvc("apps", "fresh"), "spec", "volumeName") == "pv-fresh"
+        assert state.pvc("apps", "fresh") is not None
+        assert fake_api.count("GET", "PersistentVolumeClaim", name=True) == 1
+        assert state.node("n3") is not None and state.node("n3") is not None
+        assert state.storage_class("slow") is not None and state.pv("pv-fresh") is not None
     assert fake_api.count("GET", "Node", name=True) == 1
     assert fake_api.count("GET", "StorageClass", name=True) == 1
     assert fake_api.count("GET", "PersistentVolume", name=True) == 1
 
-    assert state.pvc("apps", "missing") is None  # a 404 is a plain miss
-    assert state.pods_using_claim("apps", "missing") == []  # never a GET
+    with review_lookups():
+        assert state.pvc("apps", "missing") is None  # a 404 is a plain miss
+        assert state.pods_using_claim("apps", "missing") == []  # never a GET
     assert fake_api.count("GET", "PersistentVolumeClaim", name=True) == 2
     assert fake_api.count("GET", "Pod", name=True) == 0
 
@@ -219,13 +222,16 @@ def test_get_timeout_and_server_errors_raise_lookup_failed_within_budget(fake_ap
 
     fake_api.delay(0.8, lambda r: r.method == "GET" and r.path.endswith("/slow"))
     started = time.monotonic()
-    with pytest.raises(LookupFailed, match=r"^GET PersistentVolumeClaim apps/slow failed within 0.2s: timed out$"):
+    with (
+        review_lookups(),
+        pytest.raises(LookupFailed, match=r"^GET PersistentVolumeClaim apps/slow failed within 0.2s: timed out$"),
+    ):
         state.pvc("apps", "slow")
     assert time.monotonic() - started < 0.6
     fake_api.delay(None)
 
     fake_api.fail(503, lambda r: r.method == "GET" and r.path.endswith("/broken"))
-    with pytest.raises(LookupFailed, match=r"^GET Node broken: the API server answered 503"):
+    with review_lookups(), pytest.raises(LookupFailed, match=r"^GET Node broken: the API server answered 503"):
         state.node("broken")
     assert fake_api.count("GET", "Node", name=True) == 1  # one GET, no retries
 
@@ -238,7 +244,7 @@ def test_synced_state_outlives_an_outage_and_stays_ready(fake_api: FakeKubeAPI, 
     eventually(lambda: not state.watches["pods"].connected)
     assert names(state.pods_using_claim("apps", "data")) == {"db-0"}  # served from the cache
     assert runtime.ready()  # a short outage does not take the webhook out of service
-    with pytest.raises(LookupFailed, match="cannot connect"):
+    with review_lookups(), pytest.raises(LookupFailed, match="cannot connect"):
         state.pvc("apps", "new")
     fake_api.start()
     fake_api.create(pod("after", node="n1"))

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
+from kubernetes.client import ApiException
+from prometheus_client import REGISTRY
 
 from rules.audit import STUCK, AuditFinding, ObjectAudit
 from rules.model import Json
@@ -202,7 +207,7 @@ def test_more_reports_than_a_list_page_are_read_whole_and_each_page_asks_the_lea
     pages = fake_api.count("GET", "Report")
     again = w.write(audits)
     assert again.writes == 0 and again.unchanged == 2 * LIST_PAGE + 50  # every page read: none created twice
-    assert fake_api.count("GET", "Report") - pages == 3
+    assert fake_api.count("GET", "Report") - pages == math.ceil((2 * LIST_PAGE + 50) / LIST_PAGE)
     asked = 0
 
     def runs_out_after_the_first_page() -> float:
@@ -215,3 +220,147 @@ def test_more_reports_than_a_list_page_are_read_whole_and_each_page_asks_the_lea
     with pytest.raises(NotLeader):
         ReportWriter(api_client(fake_api, tmp_path, "short"), "auto", runs_out_after_the_first_page).write(audits)
     assert asked == 3 and writes(fake_api) == before
+
+
+def squatters_metric() -> float | None:
+    return REGISTRY.get_sample_value("storage_affinity_report_squatters")
+
+
+def tenant_report(namespace: str, name: str, size: int, labels: dict[str, str] | None = None) -> Json:
+    """A Report of about `size` bytes of JSON, as a tenant may create in its own namespace."""
+    result = {"source": "tenant", "policy": "p", "rule": "r", "result": "fail", "message": "x" * 400}
+    results = [{**result, "rule": f"r{i}"} for i in range(size // 470)]
+    metadata = {"name": name, "namespace": namespace, "labels": labels if labels is not None else {MANAGED_BY: SOURCE}}
+    return {"kind": "Report", "apiVersion": "openreports.io/v1alpha1", "metadata": metadata, "results": results}
+
+
+def test_twenty_1mb_tenant_reports_are_never_read_or_deleted_and_the_writer_holds_no_page_of_them(
+    fake_api: FakeKubeAPI, tmp_path: Path
+) -> None:
+    """Tenant reports carrying the writer's label, other names: it lists reports of its own name only (a field
+    selector), so their bodies never reach it, and it deletes none of them."""
+    tenant = {(f"tenant-{i % 2}", f"big-{i:02d}") for i in range(20)}
+    for namespace, name in sorted(tenant):
+        fake_api.create(tenant_report(namespace, name, 1024 * 1024))
+    assert len(json.dumps(fake_api.get("Report", "tenant-0", "big-00"))) > 1000 * 1000
+    audits = findings(namespaces=20, per_namespace=5)
+    audits[0].namespace = audits[1].namespace = "tenant-0"  # the tenant's namespace has findings too
+    w = writer(fake_api, tmp_path)
+    w.kind()  # discovery before the measurement
+    tracemalloc.start()
+    try:
+        first = w.write(audits)
+        first_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        for audit in audits[2:5]:
+            audit.findings = []  # ns-000 is clean now: its report (the writer's) is deleted
+        second = w.write(audits)
+        second_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    print(
+        f"\nwriter with twenty 1 MB tenant reports present: peak {first_peak / 2**20:.1f} MiB on the first run "
+        f"({first.created} created), {second_peak / 2**20:.1f} MiB on the next ({second.deleted} deleted)"
+    )
+    assert tenant <= set(stored(fake_api))  # every tenant report is still there
+    assert (first.created, first.squatters, second.deleted, second.replaced) == (21, 0, 1, 0)
+    assert max(first_peak, second_peak) < 8 * 2**20  # the bound: bytes allocated at once, fake API included
+    assert fake_api.listed["reports"] == second.unchanged + second.deleted  # its own only: no tenant body
+
+
+def test_a_report_at_its_name_that_it_did_not_create_is_a_squatter_counted_logged_and_left_alone(
+    fake_api: FakeKubeAPI, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    foreign = tenant_report("shop", REPORT_NAME, 2000, labels={})  # another tool's, or a tenant's, unlabelled
+    fake_api.create(foreign)
+    w = writer(fake_api, tmp_path)
+    with caplog.at_level(logging.WARNING, logger="webhook.audit.reports"):
+        first = w.write(audited())
+        again = w.write(audited())
+    assert first.squatters == again.squatters == 1 and squatters_metric() == 1
+    assert stored(fake_api)[("shop", REPORT_NAME)]["results"] == foreign["results"]  # left alone
+    lines = [r.getMessage() for r in caplog.records if "did not create" in r.getMessage()]
+    assert lines == [
+        "policy reports: a Report named storage-affinity-webhook that this writer did not create holds the name in "
+        "namespace shop; their findings are not published until it is deleted"
+    ]  # once, not at every run
+
+    fake_api.delete("Report", "shop", REPORT_NAME)
+    after = w.write(audited())
+    assert (after.created, after.squatters, squatters_metric()) == (1, 0, 0)
+    assert stored(fake_api)[("shop", REPORT_NAME)]["metadata"]["labels"] == {MANAGED_BY: SOURCE}
+
+
+def test_a_copy_of_its_label_on_a_report_it_did_not_create_earns_no_write(
+    fake_api: FakeKubeAPI, tmp_path: Path
+) -> None:
+    """A tenant deletes the writer's report and creates its own with the same name and label: the UID differs,
+    so it is a squatter, neither replaced nor deleted, also once the namespace is clean."""
+    w = writer(fake_api, tmp_path)
+    audits = audited()
+    w.write(audits)
+    fake_api.delete("Report", "shop", REPORT_NAME)
+    forged = fake_api.create(tenant_report("shop", REPORT_NAME, 2000))
+    counts = w.write(audits)
+    assert (counts.squatters, counts.writes) == (1, 0)
+    clean = [a for a in audits if a.namespace != "shop"]
+    counts = w.write(clean)
+    assert (counts.squatters, counts.writes) == (0, 0)
+    assert stored(fake_api)[("shop", REPORT_NAME)] == forged  # untouched throughout
+
+
+def test_a_new_writer_adopts_the_labelled_reports_of_its_name_and_forgets_after_losing_the_lease(
+    fake_api: FakeKubeAPI, tmp_path: Path
+) -> None:
+    """After a restart (or a lost lease) no process remembers which reports it created: the labelled ones of its
+    name are taken as its own, replaced in place rather than left as squatters."""
+    audits = audited()
+    writer(fake_api, tmp_path).write(audits)
+    shop = stored(fake_api)[("shop", REPORT_NAME)]
+    restarted = writer(fake_api, tmp_path)
+    changed = [a for a in audits if a.namespace != "storage"]
+    changed[0].findings = [*changed[0].findings[1:], AuditFinding("placementDrift", "spec", "moved", "warn")]
+    counts = restarted.write(changed)
+    assert (counts.squatters, counts.deleted) == (0, 1) and counts.replaced >= 1
+    assert stored(fake_api)[("shop", REPORT_NAME)]["metadata"]["uid"] == shop["metadata"]["uid"]
+    restarted.forget()
+    fake_api.delete("Report", "shop", REPORT_NAME)
+    fake_api.create(tenant_report("shop", REPORT_NAME, 2000))  # written by the other replica meanwhile, say
+    assert restarted.write(changed).squatters == 0
+
+
+def test_a_run_cut_by_an_api_error_remembers_what_it_created(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
+    w = writer(fake_api, tmp_path)
+    w.write(findings(namespaces=1, per_namespace=1))  # a first run: from now on it adopts nothing
+    audits = findings(namespaces=3, per_namespace=1)
+    fake_api.fail(500, lambda r: r.method == "POST" and "/ns-002/" in r.path)
+    with pytest.raises(ApiException):
+        w.write(audits)
+    fake_api.fail(None)
+    counts = w.write(audits)
+    assert (counts.created, counts.unchanged, counts.squatters) == (1, 2, 0)
+
+
+def test_bodies_at_its_name_are_held_one_page_at_a_time(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
+    """The worst a tenant can make it read: copies of its label at its name, in many namespaces. The peak of a
+    run does not grow with their number: one page of bodies at a time."""
+    w = writer(fake_api, tmp_path)
+    w.write(findings(namespaces=1, per_namespace=1))  # a first run: from now on it adopts nothing
+    peaks = []
+    for pages in (2, 4):
+        namespaces = [f"ns-{n:03d}" for n in range(1, pages * LIST_PAGE + 1)]
+        for namespace in namespaces:
+            if fake_api.get("Report", namespace, REPORT_NAME) is None:
+                fake_api.create(tenant_report(namespace, REPORT_NAME, 200_000))
+        audits = findings(namespaces=len(namespaces) + 1, per_namespace=1)
+        tracemalloc.start()
+        try:
+            counts = w.write(audits)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert (counts.squatters, counts.writes) == (len(namespaces), 0)
+    print(
+        f"\npeak with {2 * LIST_PAGE} and {4 * LIST_PAGE} 200 KB squatters: {[f'{p / 2**20:.1f} MiB' for p in peaks]}"
+    )
+    assert peaks[1] < 1.25 * peaks[0]

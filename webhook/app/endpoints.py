@@ -174,7 +174,8 @@ class ReviewEndpoints:
             metrics.BAD_REQUESTS.labels(name, str(exc.status)).inc()
             return self._refused(name, exc.message, exc.status)
         try:
-            decision = endpoint.handler(req, runtime)
+            with runtime.review_scope():
+                decision = endpoint.handler(req, runtime)
         except BadObject as exc:
             metrics.BAD_REQUESTS.labels(name, "400").inc()
             return self._refused(name, exc.text(f"request.{exc.source}"), 400)

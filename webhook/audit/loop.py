@@ -147,6 +147,7 @@ class AuditLoop:
         """The reports, if this replica holds the lease; a failure waits for the next run."""
         self.last_write = None
         if self.lease is not None and not self.lease.holds():
+            writer.forget()  # another replica may write meanwhile: which reports are this one's is unknown now
             return
         uids = {
             (str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name") or "")): str(meta["uid"])

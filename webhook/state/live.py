@@ -1,4 +1,4 @@
-"""Live cluster state: list then watch each resource into a ClusterIndex, one direct GET on a cache miss.
+"""Live cluster state: list then watch each resource into a ClusterIndex, a bounded direct GET on a cache miss.
 
 The list+watch engine is webhook/state/watch.py; this module is the view over its index and what it follows: the
 policy ConfigMap and the Velero ConfigMap the policy names. Each gunicorn worker holds its own state, and accepts
@@ -6,9 +6,14 @@ no connection before `loaded()` (webhook/serving/worker.py): its first lists, th
 landed, and so has the first API discovery with the lists of the optional groups it found served.
 
 Lookups never wait for the API except on a miss of a PVC, PV, StorageClass, Node or the Velero ConfigMap: then
-one GET with a short timeout (`lookup_timeout`, well under the webhook's `timeoutSeconds`). A 404 is a plain miss;
-a timeout, connection error or error status raises `LookupFailed`, and the policy's `onLookupFailure` decides.
+one GET with a short timeout (`lookup_timeout`, well under the webhook's `timeoutSeconds`), for an object created
+a moment ago whose watch event has not arrived. A 404 is a plain miss, remembered for MISS_TTL seconds; a timeout,
+connection error or error status raises `LookupFailed`, and the policy's `onLookupFailure` decides.
 `pods_using_claim` and `nodes` never GET: once listed, the index is authoritative; before, they raise.
+
+The GETs are bounded, whatever names an object carries: a review (webhook/state/lookups.py `review_lookups()`,
+entered by the endpoints) makes at most REVIEW_GETS; past them, or outside a review (the audit), a synced index is
+the answer, and an unsynced one raises `LookupFailed` within a review.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from webhook.policy.reload import PolicyConfigMapSink, ProblemBoard, VeleroConfi
 from webhook.runtime import Runtime
 from webhook.state.apierrors import describe
 from webhook.state.index import ClusterIndex
+from webhook.state.lookups import Misses, current_review, review_lookups
 from webhook.state.optional import OPTIONAL_GROUPS, OptionalGroups
 from webhook.state.watch import IndexSink, LiveOptions, Resource, ResourceWatch, Sink
 
@@ -47,6 +53,13 @@ _GETTERS = {
     "StorageClass": ("storage", "read_storage_class", False),
     "Node": ("core", "read_node", False),
     "ConfigMap": ("core", "read_namespaced_config_map", True),
+}
+#: kind → the watch whose index answers its misses once synced (the Velero ConfigMap has its own, followed)
+_WATCH_OF = {
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "PersistentVolume": "persistentvolumes",
+    "StorageClass": "storageclasses",
+    "Node": "nodes",
 }
 
 
@@ -69,6 +82,7 @@ class LiveClusterState:
         self.core = client.CoreV1Api(self.api)
         self.storage = client.StorageV1Api(self.api)
         self._deleted: dict[tuple[str, str, str], float] = {}
+        self._misses = Misses()
         self._lock = threading.Lock()
         self._started = False
         self._stopped = threading.Event()
@@ -130,6 +144,7 @@ class LiveClusterState:
         for group in OPTIONAL_GROUPS:
             runtime.checks[group.group] = self.optional.check(group)
         runtime.loaded_check = self.loaded
+        runtime.review_scope = review_lookups
         if runtime.policy_missing is None:
             self._follow_policy(runtime.policy)
 
@@ -220,20 +235,20 @@ class LiveClusterState:
     # -- ClusterView ---------------------------------------------------------------------------------------
 
     def pvc(self, namespace: str, name: str) -> Json | None:
-        return self.index.pvc(namespace, name) or self._fetch("PersistentVolumeClaim", namespace, name)
+        return self.index.pvc(namespace, name) or self._miss("PersistentVolumeClaim", namespace, name)
 
     def pods_using_claim(self, namespace: str, claim: str) -> list[Json]:
         self._require("pods")
         return self.index.pods_using_claim(namespace, claim)
 
     def pv(self, name: str) -> Json | None:
-        return self.index.pv(name) or self._fetch("PersistentVolume", "", name)
+        return self.index.pv(name) or self._miss("PersistentVolume", "", name)
 
     def storage_class(self, name: str) -> Json | None:
-        return self.index.storage_class(name) or self._fetch("StorageClass", "", name)
+        return self.index.storage_class(name) or self._miss("StorageClass", "", name)
 
     def node(self, name: str) -> Json | None:
-        return self.index.node(name) or self._fetch("Node", "", name)
+        return self.index.node(name) or self._miss("Node", "", name)
 
     def nodes(self) -> Iterable[Json]:
         self._require("nodes")
@@ -252,17 +267,43 @@ class LiveClusterState:
         current = self._velero
         if hit is not None or current is None or current.source != (namespace, name):
             return hit
-        return self._fetch("ConfigMap", namespace, name, sink=current.sink)
+        return self._miss("ConfigMap", namespace, name, sink=current.sink)
 
     def _require(self, name: str) -> None:
         state = self.watches[name]
         if not state.synced:
             raise LookupFailed(f"{name}: {state.readiness()}")
 
+    def _miss(self, kind: str, namespace: str, name: str, sink: Sink | None = None) -> Json | None:
+        """An object the index lacks: absent if a GET said so lately; else fetched while the review has GETs
+        left (and always before the kind's first list, outside a review); else the synced index is the answer."""
+        key = (kind, namespace, name)
+        if self._misses.known(key):
+            return None
+        gets = current_review()
+        if gets is not None and gets.take():
+            return self._fetch(kind, namespace, name, sink)
+        if self._synced(kind):
+            return None
+        if gets is None:
+            return self._fetch(kind, namespace, name, sink)
+        raise LookupFailed(
+            f"{_what(kind, namespace, name)}: not listed yet, and this review has made its {gets.limit} GETs"
+        )
+
+    def _synced(self, kind: str) -> bool:
+        followed = self._velero
+        watch = (
+            followed.watch
+            if kind == "ConfigMap" and followed is not None
+            else self.watches.get(_WATCH_OF.get(kind, ""))
+        )
+        return watch is not None and watch.synced
+
     def _fetch(self, kind: str, namespace: str, name: str, sink: Sink | None = None) -> Json | None:
         """One GET with the lookup timeout; the answer is cached (unless the watch knows better by now)."""
         api_name, method, namespaced = _GETTERS[kind]
-        what = f"{kind} {namespace}/{name}" if namespaced else f"{kind} {name}"
+        what = _what(kind, namespace, name)
         started = time.monotonic()
         call = getattr(self.core if api_name == "core" else self.storage, method)
         args = (name, namespace) if namespaced else (name,)
@@ -271,6 +312,7 @@ class LiveClusterState:
             obj = json.loads(response.data)
         except ApiException as exc:
             if exc.status == 404:
+                self._misses.add((kind, namespace, name))
                 return None
             raise LookupFailed(f"GET {what}: {describe(exc)}") from None
         except Exception as exc:  # a timeout, a refused connection, a garbled answer
@@ -311,3 +353,7 @@ class LiveClusterState:
 
     def data_volume(self, namespace: str, name: str) -> Json | None:
         return self.index.data_volume(namespace, name)
+
+
+def _what(kind: str, namespace: str, name: str) -> str:
+    return f"{kind} {namespace}/{name}" if _GETTERS[kind][2] else f"{kind} {name}"
