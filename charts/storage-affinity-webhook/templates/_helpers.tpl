@@ -180,7 +180,7 @@ The names the report writer gives a namespace's reports (rules/reports.py REPORT
 The ConfigMaps the server reads, by namespace (a JSON object: namespace -> [{name, verbs}]): the policy ConfigMap in
 the release namespace (listed and watched with a field selector on its name), and the Velero node-agent ConfigMap
 that policy.loadAffinitySource.configMap names (the same, plus a GET when a lookup misses). Read from the values:
-a policy edited in the cluster to name another ConfigMap needs a Role for it (docs/operations.md#rbac).
+a policy edited in the cluster to name another ConfigMap needs a Role for it (docs/operations.md#running-in-a-cluster-live-state-reload-and-rbac).
 */}}
 {{- define "saw.configMapReads" -}}
 {{- $reads := dict }}
