@@ -410,8 +410,8 @@ def _client_ca_problem(path: Path) -> str | None:
 
     try:
         load_certs_pem(path.read_bytes())
-    except ValueError as exc:
-        return f"{path}: {exc}"
+    except ValueError:
+        return f"{path}: no PEM certificate could be read from it (a CA bundle: -----BEGIN CERTIFICATE----- blocks)"
     return None
 
 
