@@ -78,6 +78,23 @@ def test_a_client_without_a_certificate_gets_no_review_answer(setup: Setup, endp
     assert "AdmissionReview" not in answer.text and "uid" not in answer.text
 
 
+def refused_count(setup: Setup, endpoint: str) -> float:
+    with setup.server.session() as session:
+        text = session.get(setup.server.url + "/metrics", timeout=10).text
+    series = f'storage_affinity_client_certificate_refused_total{{endpoint="{endpoint}"}} '
+    (value,) = [line.removeprefix(series) for line in text.splitlines() if line.startswith(series)]
+    return float(value)
+
+
+@pytest.mark.parametrize("endpoint", ADMISSION)
+def test_each_refusal_is_counted_and_logged(setup: Setup, endpoint: str) -> None:
+    """A kube-apiserver left without its certificate shows: the webhooks' failurePolicy hides it otherwise."""
+    before = refused_count(setup, endpoint)
+    assert post(setup, endpoint, None).status_code == 403
+    assert refused_count(setup, endpoint) == before + 1
+    assert "without a certificate signed by the --client-ca" in setup.server.log.read_text()
+
+
 @pytest.mark.parametrize("endpoint", ADMISSION)
 def test_a_certificate_from_another_ca_fails_the_handshake(setup: Setup, endpoint: str) -> None:
     with pytest.raises(requests.exceptions.ConnectionError):  # SSLError is one; TLS 1.3 may show a reset instead

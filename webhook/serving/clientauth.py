@@ -10,19 +10,44 @@ server's certificate learns no decision, and so nothing about the cluster.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
+
+from webhook import metrics
+
+log = logging.getLogger(__name__)
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 REFUSAL = b"a client certificate signed by the webhook's --client-ca is required for admission reviews\n"
+LOG_EVERY = 60.0  # seconds: refusals are counted always, logged at most this often (any client can cause them)
 
 
 def require_client_certificate(app: WSGIApp, paths: Collection[str]) -> WSGIApp:
-    """`app`, with `paths` answered 403 on connections that presented no verified client certificate."""
+    """`app`, with `paths` answered 403 on connections that presented no verified client certificate; each
+    refusal is counted (`storage_affinity_client_certificate_refused_total`), and logged at most every LOG_EVERY
+    seconds, so that a kube-apiserver left without its certificate shows."""
+    unlogged = 0
+    next_log = 0.0
+
+    def refused(path: str) -> None:
+        nonlocal unlogged, next_log
+        metrics.CLIENT_REFUSED.labels(path.lstrip("/")).inc()
+        unlogged += 1
+        if time.monotonic() >= next_log:
+            log.warning(
+                "refused %d review(s) from clients without a certificate signed by the --client-ca (is kube-apiserver "
+                "configured to present one? docs/operations.md#only-the-api-server-asks)",
+                unlogged,
+            )
+            unlogged, next_log = 0, time.monotonic() + LOG_EVERY
 
     def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") in paths and not _verified_peer(environ):
+        path = str(environ.get("PATH_INFO", ""))
+        if path in paths and not _verified_peer(environ):
+            refused(path)
             start_response(
                 "403 Forbidden",
                 [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(REFUSAL)))],
