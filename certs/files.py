@@ -27,6 +27,9 @@ from certs.issue import CertKeyPair, certs_to_pem
 CA_FILE = "ca.crt"
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
+# A client certificate from the same CA, for kube-apiserver (`certs --client-cert`, `serve --client-ca`).
+CLIENT_CERT_FILE = "client.crt"
+CLIENT_KEY_FILE = "client.key"
 
 KEY_MODE = 0o600
 CERT_MODE = 0o644  # certificates are public; other users (e.g. a sidecar) may read them

@@ -185,12 +185,46 @@ def issue_serving(
     key = new_key()
     cn = f"{service}.{namespace}.svc"
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)] if len(cn) <= _CN_MAX else [])
+    cert = (
+        _leaf_builder(ca, key, subject, now, validity)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=not subject)  # RFC 5280: critical if no subject
+        .sign(ca.key, hashes.SHA256())
+    )
+    return CertKeyPair(cert, key)
+
+
+def issue_client(
+    ca: CertKeyPair, common_name: str, *, validity: timedelta = LEAF_VALIDITY, now: datetime | None = None
+) -> CertKeyPair:
+    """A client certificate signed by `ca`, for kube-apiserver to present to the webhook (`serve --client-ca`).
+
+    Extended key usage clientAuth only: OpenSSL checks a client certificate's purpose, so this one cannot serve,
+    and the serving certificate (serverAuth only) is refused as a client. Its end is clamped to the CA's.
+    """
+    if not common_name or len(common_name) > _CN_MAX:
+        raise ValueError(f"client certificate name {common_name!r}: 1 to {_CN_MAX} characters")
+    now = _utc(now)
+    key = new_key()
+    cert = (
+        _leaf_builder(ca, key, x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]), now, validity)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca.key, hashes.SHA256())
+    )
+    return CertKeyPair(cert, key)
+
+
+def _leaf_builder(
+    ca: CertKeyPair, key: PrivateKey, subject: x509.Name, now: datetime, validity: timedelta
+) -> x509.CertificateBuilder:
+    """What every leaf `ca` signs carries: validity (clamped to the CA's), no CA rights, a signing-only key, and
+    the key identifiers chain building uses."""
     try:
         ca_ski = ca.cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
         aki = x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski)
     except x509.ExtensionNotFound:
         aki = x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key())
-    cert = (
+    return (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(ca.cert.subject)
@@ -199,18 +233,11 @@ def issue_serving(
         .not_valid_before(now - BACKDATE)
         .not_valid_after(min(now + validity, ca.not_after))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            # ECDHE with an EC key: the key signs, it never encrypts (no keyEncipherment)
-            _key_usage(digital_signature=True),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=not subject)  # RFC 5280: critical if no subject
+        # ECDHE with an EC key: the key signs, it never encrypts (no keyEncipherment)
+        .add_extension(_key_usage(digital_signature=True), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(aki, critical=False)
-        .sign(ca.key, hashes.SHA256())
     )
-    return CertKeyPair(cert, key)
 
 
 def cert_to_pem(cert: x509.Certificate) -> bytes:

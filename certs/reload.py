@@ -6,8 +6,11 @@ callback on every server handshake, with or without SNI (server_name is then Non
 never send SNI). So the outer context only decides, cheaply, which inner context serves the handshake, and
 rebuilds the inner one when the files changed.
 
-Protocol versions and cipher suites are fixed when the connection is created, from the outer context, so both
-carry the same settings; switching contexts only changes the certificate and key.
+Protocol versions, cipher suites and whether a client certificate is requested (`verify_mode`) are fixed when the
+connection is created, from the outer context, so both carry the same settings; switching contexts changes the
+certificate and key, and the trust store a client certificate is verified against (OpenSSL verifies with the
+handshake's current context's store), so a rotated client CA file is trusted from the next handshake on, as a
+rotated serving certificate is served.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from certs.issue import load_pair
+from certs.issue import load_certs_pem, load_pair
 
 log = logging.getLogger(__name__)
 
@@ -34,18 +37,26 @@ TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
 FileStamp = tuple[int, int, int, int] | None  # (st_dev, st_ino, st_size, st_mtime_ns); None: missing
 
 
-def server_context(cert_path: Path | None = None, key_path: Path | None = None) -> ssl.SSLContext:
-    """A hardened server context: TLS >= 1.2, AEAD suites, no client certificates, no renegotiation.
+def server_context(
+    cert_path: Path | None = None, key_path: Path | None = None, client_ca: bytes | None = None
+) -> ssl.SSLContext:
+    """A hardened server context: TLS >= 1.2, AEAD suites, no renegotiation; client certificates only with
+    `client_ca` (PEM).
 
-    Same role as `ssl.create_default_context(Purpose.CLIENT_AUTH)` but without loading the system trust store,
-    which only serves to verify client certificates, which this server does not request. `ssl.SSLContext` is
-    looked up at call time so under gevent's monkey-patching the context is gevent's cooperative one.
+    Same role as `ssl.create_default_context(Purpose.CLIENT_AUTH)` but without loading the system trust store:
+    a client certificate is verified against `client_ca` alone. It is optional (CERT_OPTIONAL): kubelet probes and
+    Prometheus present none, and the server refuses reviews to such connections itself (webhook/serving/clientauth.py);
+    a certificate that is presented and does not verify fails the handshake. `ssl.SSLContext` is looked up at call
+    time so under gevent's monkey-patching the context is gevent's cooperative one.
     """
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.set_ciphers(TLS12_CIPHERS)
     ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE | ssl.OP_NO_RENEGOTIATION
     ctx.verify_mode = ssl.CERT_NONE
+    if client_ca is not None:
+        ctx.load_verify_locations(cadata=client_ca.decode("ascii", "replace"))
+        ctx.verify_mode = ssl.CERT_OPTIONAL
     if cert_path is not None:
         ctx.load_cert_chain(cert_path, key_path, password=_no_password)
     return ctx
@@ -55,7 +66,7 @@ def server_context(cert_path: Path | None = None, key_path: Path | None = None) 
 class _Loaded:
     context: ssl.SSLContext
     not_after: datetime
-    stamp: tuple[FileStamp, FileStamp]
+    stamp: tuple[FileStamp, ...]
 
 
 class ReloadingServerContext:
@@ -64,7 +75,9 @@ class ReloadingServerContext:
     The files are checked at most once per `check_interval` seconds (by device, inode, size and mtime, which an
     atomic replace or a Kubernetes Secret volume update always changes), from the first handshake after the
     interval. A pair that fails to load (half written, key and certificate not matching, missing) is logged once
-    and the last good one keeps serving; it is retried when the files change again.
+    and the last good one keeps serving; it is retried when the files change again. With `client_ca`, that file
+    (PEM, one or more CAs) is one more of them: client certificates are requested and verified against what it
+    holds now.
 
     The first load happens in the constructor and raises: a server must not start without a certificate. Under
     gevent, build the instance after monkey-patching (e.g. lazily in gunicorn's `ssl_context` hook, once per
@@ -78,16 +91,18 @@ class ReloadingServerContext:
         *,
         check_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        client_ca: Path | str | None = None,
     ) -> None:
         self.cert_path = Path(cert_path)
         self.key_path = Path(key_path)
+        self.client_ca = Path(client_ca) if client_ca is not None else None
         self.check_interval = check_interval
         self._clock = clock
         self._lock = threading.Lock()
         self._current = self._load()
-        self._failed_stamp: tuple[FileStamp, FileStamp] | None = None
+        self._failed_stamp: tuple[FileStamp, ...] | None = None
         self._next_check = clock() + check_interval
-        self.context = server_context(self.cert_path, self.key_path)
+        self.context = server_context(self.cert_path, self.key_path, self._read_client_ca())
         self.context.sni_callback = self._on_handshake
 
     @property
@@ -109,7 +124,7 @@ class ReloadingServerContext:
             return False  # another handshake is checking right now; this one uses the current pair
         try:
             self._next_check = self._clock() + self.check_interval
-            stamp = (_stamp(self.cert_path), _stamp(self.key_path))
+            stamp = self._stamps()
             if not force and stamp in (self._current.stamp, self._failed_stamp):
                 return False
             try:
@@ -117,10 +132,9 @@ class ReloadingServerContext:
             except Exception as exc:
                 self._failed_stamp = stamp
                 log.warning(
-                    "keeping the current TLS certificate (valid until %s): cannot load %s and %s: %s",
+                    "keeping the current TLS certificate (valid until %s): cannot load %s: %s",
                     self._current.not_after.isoformat(),
-                    self.cert_path,
-                    self.key_path,
+                    " and ".join(str(path) for path in self._paths()),
                     exc,
                 )
                 return False
@@ -141,12 +155,29 @@ class ReloadingServerContext:
         with contextlib.suppress(Exception):
             sock.context = self._current.context
 
+    def _paths(self) -> list[Path]:
+        return [self.cert_path, self.key_path, *([self.client_ca] if self.client_ca is not None else [])]
+
+    def _stamps(self) -> tuple[FileStamp, ...]:
+        return tuple(_stamp(path) for path in self._paths())
+
+    def _read_client_ca(self) -> bytes | None:
+        """The client CA file's bytes, checked to hold certificates (ValueError names the file otherwise)."""
+        if self.client_ca is None:
+            return None
+        data = self.client_ca.read_bytes()
+        try:
+            load_certs_pem(data)
+        except ValueError as exc:
+            raise ValueError(f"{self.client_ca}: {exc}") from None
+        return data
+
     def _load(self) -> _Loaded:
         """Build a context from the files, consistently: the bytes parsed are the bytes OpenSSL loaded."""
-        stamp = (_stamp(self.cert_path), _stamp(self.key_path))
+        stamp = self._stamps()
         before = (self.cert_path.read_bytes(), self.key_path.read_bytes())
         pair = load_pair(*before)  # clear errors for a mismatched or truncated pair
-        context = server_context(self.cert_path, self.key_path)
+        context = server_context(self.cert_path, self.key_path, self._read_client_ca())
         after = (self.cert_path.read_bytes(), self.key_path.read_bytes())
         if after != before:
             raise RuntimeError("the files changed while loading them")

@@ -23,10 +23,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def issue_certs(out: Path) -> Path:
-    """Certificates from the project's own `certs` command; returns the CA bundle path."""
+def issue_certs(out: Path, *options: str) -> Path:
+    """Certificates from the project's own `certs` command (and its `options`); returns the CA bundle path."""
     subprocess.run(
-        [sys.executable, "-m", "webhook", "certs", "--service", "saw", "--namespace", "saw-system", "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "certs",
+            "--service",
+            "saw",
+            "--namespace",
+            "saw-system",
+            "--out",
+            str(out),
+            *options,
+        ],
         check=True,
         cwd=ROOT,
         capture_output=True,

@@ -69,6 +69,12 @@ UNAVAILABLE = Counter(
     "Reviews answered 503 because no valid policy is in effect (kube-apiserver applies the failurePolicy).",
     ["endpoint"],
 )
+CLIENT_REFUSED = Counter(
+    "storage_affinity_client_certificate_refused_total",
+    "Reviews answered 403 because the client presented no certificate (serve --client-ca): kube-apiserver not "
+    "configured to present one applies the failurePolicy to every review.",
+    ["endpoint"],
+)
 POLICY_ERRORS = Gauge(
     "storage_affinity_policy_errors",
     "Problems in the last policy seen that was refused (0 when the policy in effect is the latest).",
@@ -149,6 +155,7 @@ def start_series(endpoints: Mapping[str, bool], audit_families: Iterable[str] = 
         for status in REFUSED_STATUSES:
             BAD_REQUESTS.labels(endpoint, status)
         UNAVAILABLE.labels(endpoint)
+        CLIENT_REFUSED.labels(endpoint)
     for family in audit_families:
         AUDIT_FINDINGS.labels(family, "")
     for cause in causes:

@@ -12,6 +12,7 @@ class Settings:
 
     cert: Path
     key: Path
+    client_ca: Path | None = None  # reviews only for TLS clients with a certificate this CA signed (clientauth.py)
     bind: str = "127.0.0.1:8443"
     workers: int = 1
     policy_file: Path | None = None

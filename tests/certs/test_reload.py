@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from certs.files import BundlePaths, write_bundle
-from certs.issue import CertKeyPair, issue_ca, issue_serving
+from certs.issue import CertKeyPair, issue_ca, issue_client, issue_serving
 from certs.reload import ReloadingServerContext
 from tests.certs.support import NAMESPACE, SERVICE, TLSServer, client_context, der, handshake, running
 
@@ -262,3 +262,44 @@ def test_rotation_works_under_gevent_monkey_patching(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "rotated under gevent"
+
+
+def client_with(ca: CertKeyPair, client: CertKeyPair, directory: Path) -> ssl.SSLContext:
+    """A verifying client that presents `client`."""
+    directory.mkdir(exist_ok=True)
+    (directory / "client.crt").write_bytes(client.cert_pem())
+    (directory / "client.key").write_bytes(client.key_pem())
+    context = client_context(ca)
+    context.load_cert_chain(directory / "client.crt", directory / "client.key")
+    return context
+
+
+def test_a_broken_client_ca_file_keeps_the_last_good_ca_until_a_valid_one_replaces_it(
+    bundle: BundlePaths, tmp_path: Path, ca: CertKeyPair, caplog: pytest.LogCaptureFixture
+) -> None:
+    other = issue_ca()
+    trusted, refused = issue_client(ca, "kube-apiserver"), issue_client(other, "kube-apiserver")
+    client_ca = tmp_path / "client-ca.crt"
+    client_ca.write_bytes(ca.cert_pem())
+    rc = ReloadingServerContext(bundle.cert, bundle.key, check_interval=0, client_ca=client_ca)
+    ours, theirs = client_with(ca, trusted, tmp_path / "ours"), client_with(ca, refused, tmp_path / "theirs")
+    with running(rc.context) as srv:
+        handshake(srv.port, ours, "localhost")
+        srv.wait_handled(1)
+        with pytest.raises((ssl.SSLError, OSError)):
+            handshake(srv.port, theirs, "localhost")
+        srv.wait_handled(2)
+
+        client_ca.write_text("-----BEGIN CERTIFICATE-----\ngarbage\n-----END CERTIFICATE-----\n")
+        with caplog.at_level(logging.WARNING, logger="certs.reload"):
+            handshake(srv.port, ours, "localhost")  # the last good CA still verifies
+        assert str(client_ca) in caplog.text
+        srv.wait_handled(3)
+
+        client_ca.write_bytes(other.cert_pem())
+        handshake(srv.port, theirs, "localhost")
+        srv.wait_handled(4)
+        with pytest.raises((ssl.SSLError, OSError)):
+            handshake(srv.port, ours, "localhost")
+        srv.wait_handled(5)
+    assert all(isinstance(error, ssl.SSLError) for error in srv.errors) and len(srv.errors) == 2

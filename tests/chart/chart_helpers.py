@@ -157,6 +157,25 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "policy": {"loadAffinitySource": {"configMap": {"namespace": "velero", "name": "node-agent-config"}}}
     },
     "custom-port": {"server": {"port": 9443}, "preStopSleepSeconds": 0},
+    # Only the API server asks: its client CA, and the NetworkPolicy (the Kubernetes schema checks it).
+    "client-ca": {"clientCA": {"configMap": "apiserver-client-ca"}},
+    "client-ca-secret": {"clientCA": {"secret": "apiserver-client-ca", "key": "tls-ca.pem"}},
+    "network-policy": {
+        "networkPolicy": {
+            "enabled": True,
+            "webhookFrom": [
+                {"ipBlock": {"cidr": "10.0.0.0/24"}},
+                {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                    "podSelector": {"matchLabels": {"component": "kube-apiserver"}},
+                },
+            ],
+            "metrics": {
+                "namespace": "monitoring",
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+            },
+        }
+    },
     # The monitoring objects in every certificate mode: the ServiceMonitor's CA comes from a different place in each.
     "monitoring": {"monitoring": MONITORING},
     "monitoring-cert-manager": {"certificates": {"mode": "certManager"}, "monitoring": MONITORING},

@@ -1,5 +1,5 @@
-"""Least privilege: read-only cluster-wide, and in mode self writes scoped to the server's own objects; policy
-reports and their Lease are the only other writes."""
+"""Least privilege: the chart grants exactly what the server calls (tests/data/rbac/server-calls.yaml), in every
+certificate mode and report API; ConfigMaps only by name in their namespaces."""
 
 from __future__ import annotations
 
@@ -8,113 +8,106 @@ from typing import Any
 import pytest
 
 from tests.chart.chart_helpers import FULLNAME, NAMESPACE, SCENARIOS, Manifest, args, kinds, one, render, render_error
+from tests.rbac_calls import Grant, expected_grants, rendered_grants
 
-READ = ["get", "list", "watch"]
-READ_RULES = [
-    {
-        "apiGroups": [""],
-        "resources": ["pods", "persistentvolumeclaims", "persistentvolumes", "nodes", "configmaps"],
-        "verbs": READ,
-    },
-    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": READ},
-    {
-        "apiGroups": ["snapshot.storage.k8s.io"],
-        "resources": ["volumesnapshots", "volumesnapshotcontents"],
-        "verbs": READ,
-    },
-    {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachines"], "verbs": READ},
-    {"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes"], "verbs": READ},
-]
-# The only rules that may write, all of them certificate mode self.
-SELF_ROLE_RULES = [
-    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
-    {
-        "apiGroups": [""],
-        "resources": ["secrets"],
-        "resourceNames": [f"{FULLNAME}-tls"],
-        "verbs": ["get", "update", "patch"],
-    },
-]
-SELF_CLUSTER_RULES = [
-    {
-        "apiGroups": ["admissionregistration.k8s.io"],
-        "resources": ["mutatingwebhookconfigurations"],
-        "resourceNames": [FULLNAME],
-        "verbs": ["get", "update", "patch"],
-    },
-    {
-        "apiGroups": ["admissionregistration.k8s.io"],
-        "resources": ["validatingwebhookconfigurations"],
-        "resourceNames": [FULLNAME],
-        "verbs": ["get", "update", "patch"],
-    },
-]
+CERTIFICATE_MODES = ["default", "cert-manager", "cert-manager-issuer", "provided"]  # SCENARIOS: self is the default
+REPORT_APIS = {"auto": ["openreports", "wgpolicyk8s"], "openreports": ["openreports"], "wgpolicyk8s": ["wgpolicyk8s"]}
+VELERO = {"namespace": "velero", "name": "node-agent-config"}
 
 
-REPORT_VERBS = ["list", "create", "update", "delete"]
-OPENREPORTS_RULE = {"apiGroups": ["openreports.io"], "resources": ["reports"], "verbs": REPORT_VERBS}
-WGPOLICY_RULE = {"apiGroups": ["wgpolicyk8s.io"], "resources": ["policyreports"], "verbs": REPORT_VERBS}
-REPORT_RULES = [OPENREPORTS_RULE, WGPOLICY_RULE]
-LEASE_ROLE_RULES = [
-    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-    {
-        "apiGroups": ["coordination.k8s.io"],
-        "resources": ["leases"],
-        "resourceNames": [FULLNAME],
-        "verbs": ["get", "update"],
-    },
-]
+def _grants_of_the_list(values: dict[str, Any]) -> set[Grant]:
+    """What tests/data/rbac/server-calls.yaml says the server calls, for these values."""
+    api = values.get("reports", {}).get("api", "auto")
+    conditions = set(REPORT_APIS.get(api, []))
+    if api != "off":
+        conditions.add("reports")
+    if values.get("certificates", {}).get("mode", "self") == "self":
+        conditions.add("self")
+    source = values.get("policy", {}).get("loadAffinitySource", {}).get("configMap")
+    if source:
+        conditions.add("velero")
+    pages = ["storage-affinity-webhook"] + [f"storage-affinity-webhook-{page}" for page in range(2, 11)]
+    names = {
+        "policy-configmap": ["storage-affinity-policy"],
+        "velero-configmap": [source["name"]] if source else [],
+        "lease": [FULLNAME],
+        "tls-secret": [f"{FULLNAME}-tls"],
+        "webhook-configuration": [FULLNAME],
+        "report": pages,
+    }
+    return expected_grants(conditions, {"release": NAMESPACE, "velero": source["namespace"] if source else ""}, names)
 
 
-def _rules(docs: list[Manifest], kind: str) -> list[dict[str, Any]]:
-    return [rule for role in kinds(docs, kind) for rule in role["rules"]]
+@pytest.mark.parametrize("velero", [False, True], ids=["no-velero-source", "velero-source"])
+@pytest.mark.parametrize("api", [*REPORT_APIS, "off"])
+@pytest.mark.parametrize("mode", CERTIFICATE_MODES)
+def test_the_chart_grants_exactly_what_the_server_calls(mode: str, api: str, velero: bool) -> None:
+    values = {**SCENARIOS[mode], "reports": {"api": api}}
+    if velero:
+        values["policy"] = {"loadAffinitySource": {"configMap": VELERO}}
+    granted = rendered_grants(render(values))
+    wanted = _grants_of_the_list(values)
+    assert not granted - wanted, f"granted and never called: {sorted(granted - wanted, key=str)}"
+    assert not wanted - granted, f"called and not granted: {sorted(wanted - granted, key=str)}"
 
 
-def test_every_rule_reads_only_except_the_scoped_self_mode_rules(rendered: list[Manifest]) -> None:
-    for kind in ("ClusterRole", "Role"):
-        for rule in _rules(rendered, kind):
-            assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
-            if set(rule["verbs"]) <= set(READ):
-                assert "secrets" not in rule["resources"], rule
-                continue
-            allowed = SELF_ROLE_RULES + LEASE_ROLE_RULES if kind == "Role" else SELF_CLUSTER_RULES + REPORT_RULES
-            assert rule in allowed, rule
+def test_no_cluster_role_grants_configmaps_or_secrets() -> None:
+    for mode in CERTIFICATE_MODES:
+        docs = render({**SCENARIOS[mode], "policy": {"loadAffinitySource": {"configMap": VELERO}}})
+        for role in kinds(docs, "ClusterRole"):
+            for rule in role["rules"]:
+                assert not {"configmaps", "secrets"} & set(rule["resources"]), (role["metadata"]["name"], rule)
+                assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
 
 
-def test_self_mode_rbac() -> None:
-    docs = render()
-    assert one(docs, "ClusterRole", FULLNAME)["rules"] == READ_RULES
-    assert one(docs, "ClusterRole", f"{FULLNAME}-cabundle")["rules"] == SELF_CLUSTER_RULES
-    role = one(docs, "Role", f"{FULLNAME}-certs")
-    assert role["metadata"]["namespace"] == NAMESPACE
-    assert role["rules"] == SELF_ROLE_RULES
-    # get/update/patch name exactly the Secret the server is told to use.
-    container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+def test_configmaps_are_read_by_name_in_their_namespaces() -> None:
+    docs = render({"policy": {"loadAffinitySource": {"configMap": VELERO}}})
+    roles = {
+        role["metadata"]["namespace"]: role
+        for role in kinds(docs, "Role")
+        if role["metadata"]["name"].endswith("-configmaps")
+    }
+    assert roles[NAMESPACE]["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["storage-affinity-policy"],
+            "verbs": ["list", "watch"],
+        }
+    ]
+    assert roles["velero"]["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["node-agent-config"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
+    # Velero's ConfigMap in the release namespace: one Role with both rules.
+    same = render({"policy": {"loadAffinitySource": {"configMap": {"namespace": NAMESPACE, "name": "nac"}}}})
+    (role,) = [r for r in kinds(same, "Role") if r["metadata"]["name"].endswith("-configmaps")]
+    assert [rule["resourceNames"] for rule in role["rules"]] == [["storage-affinity-policy"], ["nac"]]
+    assert args(docs)["--policy-configmap"] == "storage-affinity-policy"
+
+
+def test_self_mode_names_the_secret_it_is_granted() -> None:
+    container = one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert f"--cert-secret={FULLNAME}-tls" in container["args"]
 
 
-def test_other_modes_only_read() -> None:
-    for name in ("cert-manager", "provided"):
-        docs = render({**SCENARIOS[name], "reports": {"api": "off"}})
-        assert _rules(docs, "ClusterRole") == READ_RULES
-        assert _rules(docs, "Role") == []
+def test_report_pages_follow_the_value() -> None:
+    docs = render({"reports": {"api": "openreports", "pagesPerNamespace": 2}})
+    (named,) = [rule for rule in one(docs, "ClusterRole", f"{FULLNAME}-reports")["rules"] if "resourceNames" in rule]
+    assert named["resourceNames"] == ["storage-affinity-webhook", "storage-affinity-webhook-2"]
 
 
-@pytest.mark.parametrize(
-    ("api", "rules"),
-    [("auto", REPORT_RULES), ("openreports", [OPENREPORTS_RULE]), ("wgpolicyk8s", [WGPOLICY_RULE]), ("off", None)],
-)
-def test_reports_write_exactly_their_kind_and_one_lease(api: str, rules: list[dict[str, Any]] | None) -> None:
-    docs = render({"reports": {"api": api}})
-    arguments = args(docs)
+@pytest.mark.parametrize("api", [*REPORT_APIS, "off"])
+def test_reports_name_the_lease_the_server_is_told(api: str) -> None:
+    arguments = args(render({"reports": {"api": api}}))
     assert arguments["--reports"] == api
-    if rules is None:
-        assert not [d for d in docs if d["metadata"]["name"].endswith(("-reports", "-lease"))]
+    if api == "off":
         assert "--lease-name" not in arguments
         return
-    assert one(docs, "ClusterRole", f"{FULLNAME}-reports")["rules"] == rules
-    lease = one(docs, "Role", f"{FULLNAME}-lease")
-    assert lease["metadata"]["namespace"] == NAMESPACE and lease["rules"] == LEASE_ROLE_RULES
     # get/update name exactly the Lease the server is told to use, in the namespace it is told.
     assert arguments["--lease-name"] == FULLNAME and arguments["--namespace"] == NAMESPACE
     assert (arguments["--lease-duration"], arguments["--lease-renew-deadline"], arguments["--lease-retry-period"]) == (
@@ -130,11 +123,16 @@ def test_lease_timing_that_allows_two_writers_does_not_render() -> None:
 
 
 def test_bindings_point_at_the_service_account(rendered: list[Manifest]) -> None:
-    roles = {(r["kind"], r["metadata"]["name"]) for r in kinds(rendered, "ClusterRole") + kinds(rendered, "Role")}
+    def where(doc: Manifest) -> str:
+        return str(doc["metadata"].get("namespace", "")) if doc["kind"] in ("Role", "RoleBinding") else ""
+
+    roles = {
+        (r["kind"], r["metadata"]["name"], where(r)) for r in kinds(rendered, "ClusterRole") + kinds(rendered, "Role")
+    }
     bindings = kinds(rendered, "ClusterRoleBinding") + kinds(rendered, "RoleBinding")
     assert len(bindings) == len(roles)
     for binding in bindings:
-        assert (binding["roleRef"]["kind"], binding["roleRef"]["name"]) in roles
+        assert (binding["roleRef"]["kind"], binding["roleRef"]["name"], where(binding)) in roles
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]
     one(rendered, "ServiceAccount", FULLNAME)
 

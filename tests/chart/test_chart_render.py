@@ -28,6 +28,8 @@ BASE_KINDS = [
     "ConfigMap",
     "Deployment",
     "MutatingWebhookConfiguration",
+    "Role",  # the policy ConfigMap, by name
+    "RoleBinding",
     "Service",
     "ServiceAccount",
     "ValidatingWebhookConfiguration",
@@ -110,6 +112,6 @@ def test_custom_port_reaches_bind_probes_and_service() -> None:
 def test_only_the_self_mode_rbac_objects_depend_on_the_mode() -> None:
     for name in ("cert-manager", "provided"):
         docs = render({**SCENARIOS[name], "reports": {"api": "off"}})  # the reports' RBAC is the same in every mode
-        assert not kinds(docs, "Role")
-        assert not kinds(docs, "RoleBinding")
+        assert [d["metadata"]["name"] for d in kinds(docs, "Role")] == [f"{FULLNAME}-configmaps"]
+        assert [d["metadata"]["name"] for d in kinds(docs, "RoleBinding")] == [f"{FULLNAME}-configmaps"]
         assert [d["metadata"]["name"] for d in kinds(docs, "ClusterRole")] == [FULLNAME]

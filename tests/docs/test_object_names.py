@@ -183,6 +183,14 @@ def _referenced_secrets(doc: dict[str, Any]) -> Iterator[str]:
                 yield arg.split("=", 1)[1]
 
 
+def _mounted_configmaps(doc: dict[str, Any]) -> Iterator[str]:
+    """ConfigMaps the operator creates for the server to mount (the client CA)."""
+    if doc["kind"] == "Deployment":
+        for volume in doc["spec"]["template"]["spec"].get("volumes", []):
+            if "configMap" in volume:
+                yield volume["configMap"]["name"]
+
+
 @cache
 def docs_chart() -> Chart:
     releases = _docs_releases()
@@ -210,6 +218,7 @@ def docs_chart() -> Chart:
                 meta = doc["metadata"]
                 objects.add(Ref(doc["kind"].lower(), meta.get("namespace", ""), meta["name"]))
                 objects.update(Ref("secret", meta.get("namespace", ""), s) for s in _referenced_secrets(doc))
+                objects.update(Ref("configmap", meta.get("namespace", ""), c) for c in _mounted_configmaps(doc))
                 if doc["kind"] == "Deployment":
                     labels = doc["spec"]["template"]["metadata"]["labels"]
     return Chart(release, namespace, objects, labels)

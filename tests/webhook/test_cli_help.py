@@ -75,6 +75,7 @@ def test_audit_usage_says_which_files_belong_to_cluster(capsys: pytest.CaptureFi
         ["audit", "--kubeconfig", MISSING],
         ["serve", "--cert", MISSING, "--key", MISSING],
         ["serve", "--cert", CLUSTER, "--key", CLUSTER, "--cluster", MISSING],
+        ["serve", "--cert", CLUSTER, "--key", CLUSTER, "--cluster", CLUSTER, "--client-ca", MISSING],
     ],
     ids=lambda args: " ".join(a for a in args if a.startswith("-") or a.isalpha()),
 )
@@ -82,6 +83,18 @@ def test_a_missing_file_is_said_one_way(capsys: pytest.CaptureFixture[str], args
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("storage-affinity-webhook: ") and err.rstrip().endswith(UNREADABLE), err
+
+
+def test_a_client_ca_file_without_a_certificate_is_refused_before_serving(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for content in ("", "not a certificate\n", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"):
+        bad = tmp_path / "client-ca.crt"
+        bad.write_text(content)
+        assert main(["serve", "--cert", CLUSTER, "--key", CLUSTER, "--cluster", CLUSTER, "--client-ca", str(bad)]) == 2
+        assert capsys.readouterr().err.startswith(
+            f"storage-affinity-webhook: --client-ca {bad}: no PEM certificate could be read from it"
+        )
 
 
 def test_a_bad_cluster_file_is_refused_with_every_problem_and_its_file(

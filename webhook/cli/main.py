@@ -52,6 +52,13 @@ def _parser(prog: str = "storage-affinity-webhook") -> argparse.ArgumentParser:
     serve.add_argument("--bind", default=default("bind"), help="address:port to listen on (default %(default)s)")
     serve.add_argument("--cert", required=True, type=Path, help="serving certificate (PEM)")
     serve.add_argument("--key", required=True, type=Path, help="serving key (PEM)")
+    serve.add_argument(
+        "--client-ca",
+        type=Path,
+        metavar="FILE",
+        help="answer /mutate and /validate only to TLS clients presenting a certificate signed by a CA in FILE\n"
+        "(PEM; kube-apiserver's, docs/operations.md); /healthz, /readyz and /metrics need none. Reloaded on change",
+    )
     serve.add_argument("--policy", type=Path, help="policy file: a bare policy document or a ConfigMap")
     _cluster_files(serve, "static cluster state manifests (default: live state from the Kubernetes API)")
     serve.add_argument(
@@ -231,6 +238,12 @@ def _parser(prog: str = "storage-affinity-webhook") -> argparse.ArgumentParser:
     certs.add_argument("--service", required=True, help="the webhook Service name")
     certs.add_argument("--namespace", required=True, help="the Service's namespace")
     certs.add_argument("--out", required=True, type=Path, help="directory for ca.crt, tls.crt, tls.key")
+    certs.add_argument(
+        "--client-cert",
+        metavar="NAME",
+        help="also issue a client certificate NAME from the same CA (client.crt, client.key), for\n"
+        "kube-apiserver to present to a server run with --client-ca ca.crt",
+    )
     return parser
 
 
@@ -290,12 +303,16 @@ def _serve_files(args: argparse.Namespace) -> int:
     from webhook.serving.server import run
     from webhook.settings import Settings
 
-    for path in (args.cert, args.key, *(args.cluster or ()), *([args.policy] if args.policy else [])):
+    optional = [path for path in (args.policy, args.client_ca) if path]
+    for path in (args.cert, args.key, *(args.cluster or ()), *optional):
         try:
             path.open("rb").close()
         except OSError as exc:
             print(f"storage-affinity-webhook: {unreadable(str(path), exc)}", file=sys.stderr)
             return EXIT_BAD_INPUT
+    if args.client_ca and (problem := _client_ca_problem(args.client_ca)):
+        print(f"storage-affinity-webhook: --client-ca {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.audit_interval < 0:
         print(f"storage-affinity-webhook: --audit-interval {args.audit_interval:g}: 0 (off) or more", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -307,6 +324,7 @@ def _serve_files(args: argparse.Namespace) -> int:
         Settings(
             cert=args.cert,
             key=args.key,
+            client_ca=args.client_ca,
             bind=args.bind,
             workers=args.workers,
             policy_file=args.policy,
@@ -332,6 +350,17 @@ def _serve_files(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def _client_ca_problem(path: Path) -> str | None:
+    """Why the client CA file cannot verify anyone (no certificate in it), or None."""
+    from certs.issue import load_certs_pem
+
+    try:
+        load_certs_pem(path.read_bytes())
+    except ValueError:
+        return f"{path}: no PEM certificate could be read from it (a CA bundle: -----BEGIN CERTIFICATE----- blocks)"
+    return None
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -404,7 +433,7 @@ def _certs(args: argparse.Namespace) -> int:
     from certs.cli import issue_to_dir
 
     try:
-        issue_to_dir(args.service, args.namespace, args.out)
+        issue_to_dir(args.service, args.namespace, args.out, client=args.client_cert)
     except ValueError as exc:  # a service or namespace that is no DNS label (certs/issue.py names which)
         print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

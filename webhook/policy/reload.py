@@ -59,7 +59,7 @@ class ProblemBoard:
 
 
 class PolicyConfigMapSink:
-    """Feeds the policy ConfigMap (by name, among those labelled `storage-affinity.io/policy=true`) to the runtime."""
+    """Feeds the policy ConfigMap (watched by name, and labelled `storage-affinity.io/policy=true`) to the runtime."""
 
     def __init__(
         self,
@@ -103,19 +103,7 @@ class PolicyConfigMapSink:
         return True
 
     def replace(self, objects: Iterable[Json]) -> None:
-        objects = list(objects)
         mine = [obj for obj in objects if namespaced_name(obj) == (self.namespace, self.name)]
-        others = sorted(
-            namespaced_name(obj)[1] for obj in objects if namespaced_name(obj) != (self.namespace, self.name)
-        )
-        if others:
-            log.warning(
-                "ignoring ConfigMaps labelled %s=true other than %r in %s: %s",
-                POLICY_LABEL,
-                self.name,
-                self.namespace,
-                ", ".join(others),
-            )
         if mine:
             self.apply(mine[0])
         else:

@@ -37,12 +37,17 @@ log = logging.getLogger(__name__)
 _TLS: dict[int, ReloadingServerContext] = {}
 
 
-def _ssl_context(conf: Any, default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
-    """One reloading context per worker process: rotated certificate files are served without a restart."""
-    pid = os.getpid()
-    if pid not in _TLS:
-        _TLS[pid] = ReloadingServerContext(conf.certfile, conf.keyfile)
-    return _TLS[pid].context
+def _ssl_context_factory(client_ca: Path | None) -> Callable[[Any, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
+    """gunicorn's `ssl_context` hook: one reloading context per worker process, so rotated certificate files (and
+    client CA file) are served without a restart."""
+
+    def ssl_context(conf: Any, default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        pid = os.getpid()
+        if pid not in _TLS:
+            _TLS[pid] = ReloadingServerContext(conf.certfile, conf.keyfile, client_ca=client_ca)
+        return _TLS[pid].context
+
+    return ssl_context
 
 
 def _child_exit(server: Any, worker: Any) -> None:
@@ -73,7 +78,7 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
             "worker_connections": s.worker_connections,
             "certfile": str(s.cert),
             "keyfile": str(s.key),
-            "ssl_context": _ssl_context,
+            "ssl_context": _ssl_context_factory(s.client_ca),
             "keepalive": s.keepalive,
             "graceful_timeout": s.graceful_timeout,
             "timeout": 30,
@@ -93,11 +98,15 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
             self.cfg.set(key, value)
 
     def load(self) -> Any:
+        from webhook.app.endpoints import ENDPOINTS
         from webhook.serving.bootstrap import build_app
+        from webhook.serving.clientauth import require_client_certificate
 
         app = build_app(self.settings)
         self.runtime = app.extensions["runtime"]
-        return app
+        if self.settings.client_ca is None:
+            return app
+        return require_client_certificate(app, {f"/{name}" for name in ENDPOINTS})
 
     # What the worker asks before it accepts connections (webhook/serving/worker.py).
 

@@ -1,9 +1,11 @@
 """Live cluster state: list then watch each resource into a ClusterIndex, a bounded direct GET on a cache miss.
 
 The list+watch engine is webhook/state/watch.py; this module is the view over its index and what it follows: the
-policy ConfigMap and the Velero ConfigMap the policy names. Each gunicorn worker holds its own state, and accepts
-no connection before `loaded()` (webhook/serving/worker.py): its first lists, the policy ConfigMap's among them, have
-landed, and so has the first API discovery with the lists of the optional groups it found served.
+policy ConfigMap and the Velero ConfigMap the policy names, each watched in its namespace with a field selector
+on its name, so that namespaced Roles naming those two ConfigMaps are all the server needs to read them. Each
+gunicorn worker holds its own state, and accepts no connection before `loaded()` (webhook/serving/worker.py): its
+first lists, the policy ConfigMap's among them, have landed, and so has the first API discovery with the lists of
+the optional groups it found served.
 
 Lookups never wait for the API except on a miss of a PVC, PV, StorageClass, Node or the Velero ConfigMap: then
 one GET with a short timeout (`lookup_timeout`, well under the webhook's `timeoutSeconds`), for an object created
@@ -128,12 +130,17 @@ class LiveClusterState:
                 replica=replica,
             )
             sink.adopt()
+            # By name in its namespace: what a Role limited to that one ConfigMap allows (RBAC authorizes a list or
+            # watch by resourceNames only with this field selector).
             resource = Resource(
                 "policy-configmap",
                 "ConfigMap",
                 self.core.list_namespaced_config_map,
                 (options.namespace,),
-                (("label_selector", f"{POLICY_LABEL}=true"),),
+                (
+                    ("label_selector", f"{POLICY_LABEL}=true"),
+                    ("field_selector", f"metadata.name={options.policy_configmap}"),
+                ),
             )
             self.watches[resource.name] = ResourceWatch(resource, sink, options)
         else:

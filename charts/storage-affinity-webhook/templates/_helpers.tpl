@@ -150,16 +150,46 @@ The policy report resources the server may write, per reports.api: auto writes w
 */}}
 {{- define "saw.reportRules" -}}
 {{- $api := .Values.reports.api }}
-{{- if has $api (list "auto" "openreports") }}
-- apiGroups: [openreports.io]
-  resources: [reports]
-  verbs: [list, create, update, delete]
+{{- $names := include "saw.reportNames" . }}
+{{- range $group, $resource := dict "openreports.io" "reports" "wgpolicyk8s.io" "policyreports" }}
+{{- if has $api (list "auto" (ternary "openreports" "wgpolicyk8s" (eq $group "openreports.io"))) }}
+- apiGroups: [{{ $group }}]
+  resources: [{{ $resource }}]
+  verbs: [list, create]
+- apiGroups: [{{ $group }}]
+  resources: [{{ $resource }}]
+  resourceNames: {{ $names }}
+  verbs: [update, delete]
 {{- end }}
-{{- if has $api (list "auto" "wgpolicyk8s") }}
-- apiGroups: [wgpolicyk8s.io]
-  resources: [policyreports]
-  verbs: [list, create, update, delete]
 {{- end }}
+{{- end }}
+
+{{/*
+The names the report writer gives a namespace's reports (rules/reports.py REPORT_NAME, then -2, -3... per page of
+1,000 results), up to reports.pagesPerNamespace: the only reports it may replace or delete. A JSON list.
+*/}}
+{{- define "saw.reportNames" -}}
+{{- $names := list "storage-affinity-webhook" }}
+{{- range $page := untilStep 2 (int (add1 .Values.reports.pagesPerNamespace)) 1 }}
+{{- $names = append $names (printf "storage-affinity-webhook-%d" $page) }}
+{{- end }}
+{{- toJson $names }}
+{{- end }}
+
+{{/*
+The ConfigMaps the server reads, by namespace (a JSON object: namespace -> [{name, verbs}]): the policy ConfigMap in
+the release namespace (listed and watched with a field selector on its name), and the Velero node-agent ConfigMap
+that policy.loadAffinitySource.configMap names (the same, plus a GET when a lookup misses). Read from the values:
+a policy edited in the cluster to name another ConfigMap needs a Role for it (docs/operations.md#running-in-a-cluster-live-state-reload-and-rbac).
+*/}}
+{{- define "saw.configMapReads" -}}
+{{- $reads := dict }}
+{{- $_ := set $reads .Release.Namespace (list (dict "name" (include "saw.policyConfigMapName" .) "verbs" (list "list" "watch"))) }}
+{{- with ((.Values.policy.loadAffinitySource | default dict).configMap) }}
+{{- $read := dict "name" .name "verbs" (list "get" "list" "watch") }}
+{{- $_ := set $reads .namespace (append (get $reads .namespace | default list) $read) }}
+{{- end }}
+{{- toJson $reads }}
 {{- end }}
 
 {{/* CEL: the object's labels (a Pod's, or a Job's pod template's) match one LabelSelector. $labels is the CEL
@@ -277,6 +307,9 @@ values schema leaves these to it: its output would name a JSON path, not what to
 {{- end }}
 {{- if and $v.monitoring.prometheusRule.enabled (not $v.monitoring.prometheusRule.runbookBaseUrl) }}
 {{- $missing = append $missing "monitoring.prometheusRule.enabled is true: set monitoring.prometheusRule.runbookBaseUrl to the URL where your team reads docs/runbooks.md (each alert's runbook_url is it plus #<alert name in lower case>)." }}
+{{- end }}
+{{- if and $v.networkPolicy.enabled (not $v.networkPolicy.webhookFrom) }}
+{{- $missing = append $missing "networkPolicy.enabled is true: set networkPolicy.webhookFrom to the peers your API servers connect from (e.g. [{ipBlock: {cidr: <control plane CIDR>}}]), or no API server could reach the webhook." }}
 {{- end }}
 {{- if $missing }}
 {{- fail (printf "\n%s" (join "\n" $missing)) }}
