@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.chart.chart_helpers import FULLNAME, NAMESPACE, SCENARIOS, Manifest, args, kinds, one, render, render_error
+from rules.reports import REPORT_NAME
 from tests.rbac_calls import Grant, expected_grants, rendered_grants
 
 CERTIFICATE_MODES = ["default", "cert-manager", "cert-manager-issuer", "provided"]  # SCENARIOS: self is the default
@@ -26,14 +27,13 @@ def _grants_of_the_list(values: dict[str, Any]) -> set[Grant]:
     source = values.get("policy", {}).get("loadAffinitySource", {}).get("configMap")
     if source:
         conditions.add("velero")
-    pages = ["storage-affinity-webhook"] + [f"storage-affinity-webhook-{page}" for page in range(2, 11)]
     names = {
         "policy-configmap": ["storage-affinity-policy"],
         "velero-configmap": [source["name"]] if source else [],
         "lease": [FULLNAME],
         "tls-secret": [f"{FULLNAME}-tls"],
         "webhook-configuration": [FULLNAME],
-        "report": pages,
+        "report": [REPORT_NAME],
     }
     return expected_grants(conditions, {"release": NAMESPACE, "velero": source["namespace"] if source else ""}, names)
 
@@ -95,10 +95,10 @@ def test_self_mode_names_the_secret_it_is_granted() -> None:
     assert f"--cert-secret={FULLNAME}-tls" in container["args"]
 
 
-def test_report_pages_follow_the_value() -> None:
-    docs = render({"reports": {"api": "openreports", "pagesPerNamespace": 2}})
+def test_reports_are_replaced_and_deleted_by_their_one_name() -> None:
+    docs = render({"reports": {"api": "openreports"}})
     (named,) = [rule for rule in one(docs, "ClusterRole", f"{FULLNAME}-reports")["rules"] if "resourceNames" in rule]
-    assert named["resourceNames"] == ["storage-affinity-webhook", "storage-affinity-webhook-2"]
+    assert named["resourceNames"] == [REPORT_NAME]
 
 
 @pytest.mark.parametrize("api", [*REPORT_APIS, "off"])

@@ -165,15 +165,11 @@ The policy report resources the server may write, per reports.api: auto writes w
 {{- end }}
 
 {{/*
-The names the report writer gives a namespace's reports (rules/reports.py REPORT_NAME, then -2, -3... per page of
-1,000 results), up to reports.pagesPerNamespace: the only reports it may replace or delete. A JSON list.
+The name the report writer gives a namespace's one report (rules/reports.py REPORT_NAME): the only report it may
+replace or delete. A JSON list.
 */}}
 {{- define "saw.reportNames" -}}
-{{- $names := list "storage-affinity-webhook" }}
-{{- range $page := untilStep 2 (int (add1 .Values.reports.pagesPerNamespace)) 1 }}
-{{- $names = append $names (printf "storage-affinity-webhook-%d" $page) }}
-{{- end }}
-{{- toJson $names }}
+{{- toJson (list "storage-affinity-webhook") }}
 {{- end }}
 
 {{/*
