@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.cluster import ClusterView
-from rules.kube.volumes import SELECTED_NODE, ClaimVolume, pv_required_terms, waits_for_first_consumer
+from rules.kube.volumes import SELECTED_NODE, ClaimVolume, claim_pv, pv_required_terms, waits_for_first_consumer
 from rules.model import Json
 from rules.policy import Policy
 
@@ -141,8 +141,7 @@ def _from_claim(
     view: ClusterView, policy: Policy, volume: ClaimVolume, *, label: str, namespace: str, pvc: Json
 ) -> SourcePlace:
     name = (pvc.get("metadata") or {}).get("name")
-    pv_name = (pvc.get("spec") or {}).get("volumeName")
-    pv = view.pv(str(pv_name)) if pv_name else None
+    pv = claim_pv(view, namespace, pvc)
     if pv is None:
         return SourcePlace(volume, label, UNRESOLVED, why=f"claim {namespace}/{name} has no known PV")
     return _from_pv(view, policy, volume, label=label, pv=pv, pvc=pvc)
