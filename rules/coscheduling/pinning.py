@@ -49,8 +49,10 @@ def hostname_selector(
         ctx.warn(f"{at}: Node {node} has no {HOSTNAME_LABEL} label; used requiredAffinity")
         return REQUIRED_AFFINITY, current
     if current.get(HOSTNAME_LABEL, label) != label:
+        # the pod's value, not the node's label: its author may not read Nodes
         ctx.warn(
-            f'{at}[{HOSTNAME_LABEL}]: kept "{current[HOSTNAME_LABEL]}" (Node {node} is {label}); used requiredAffinity'
+            f'{at}[{HOSTNAME_LABEL}]: kept "{current[HOSTNAME_LABEL]}", not Node {node}\'s {HOSTNAME_LABEL} label; '
+            "used requiredAffinity"
         )
         return REQUIRED_AFFINITY, current
     return NODE_SELECTOR, {**current, HOSTNAME_LABEL: str(label)}
