@@ -464,8 +464,10 @@ DATA_SOURCE_CAUSES: tuple[Cause, ...] = (
     Cause(
         "DataSourceNotReady",
         "A claim of the pod is restored or cloned from a source that does not exist or is not ready (a VolumeSnapshot "
-        "not readyToUse, a source claim missing or not Bound): it cannot be provisioned yet.",
-        "Create the source or get it ready (kubectl describe volumesnapshot or pvc says why it is not).",
+        "not readyToUse, a source claim missing or not Bound), or that lies in another namespace no ReferenceGrant "
+        "opens to it: it cannot be provisioned yet.",
+        "Create the source or get it ready (kubectl describe volumesnapshot or pvc says why it is not); a source in "
+        "another namespace needs a ReferenceGrant there.",
         _source_not_ready,
     ),
     Cause(

@@ -24,6 +24,7 @@ READ_RULES = [
     },
     {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachines"], "verbs": READ},
     {"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes"], "verbs": READ},
+    {"apiGroups": ["gateway.networking.k8s.io"], "resources": ["referencegrants"], "verbs": READ},
 ]
 # The only rules that may write, all of them certificate mode self.
 SELF_ROLE_RULES = [

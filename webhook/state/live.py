@@ -311,3 +311,6 @@ class LiveClusterState:
 
     def data_volume(self, namespace: str, name: str) -> Json | None:
         return self.index.data_volume(namespace, name)
+
+    def reference_grants(self, namespace: str) -> list[Json]:
+        return self.index.reference_grants(namespace)
