@@ -1,6 +1,7 @@
 """Cross-namespace references another namespace allowed: Gateway API's ReferenceGrant
 (gateway.networking.k8s.io/v1beta1), which the CrossNamespaceVolumeDataSource feature uses for a claim's
-`dataSourceRef.namespace` (kubernetes/enhancements keps/sig-storage/3294-provision-volumes-from-cross-namespace-snapshots).
+`dataSourceRef.namespace` (kubernetes/enhancements keps/sig-storage/3294-provision-volumes-from-cross-namespace-
+snapshots).
 
 A grant lives in the namespace of the object referred to, and is half of a handshake: its author, who may read
 that namespace, lets objects of the kinds and namespaces under `from` refer to the kinds (and names) under `to`.
@@ -12,8 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
-
-GROUP, VERSION, KIND = "gateway.networking.k8s.io", "v1beta1", "ReferenceGrant"
 
 
 def reference_granted(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 from datetime import datetime
+
 import pytest
 
 from rules import pipeline
@@ -47,7 +48,7 @@ def told(case: Json) -> Json:
         "validation warnings": validation.warnings,
         "validation reasons": validation.reasons,
         "audit": audit.as_json(),
-        "reports": [report for report in reports.values()],
+        "reports": list(reports.values()),
     }
 
 
