@@ -135,6 +135,9 @@ def resolve(
                 return place
     content_name = status.get("boundVolumeSnapshotContentName") or spec_source.get("volumeSnapshotContentName")
     content = view.volume_snapshot_content(str(content_name)) if content_name else None
+    back = ((content or {}).get("spec") or {}).get("volumeSnapshotRef") or {}
+    if (back.get("namespace"), back.get("name")) != (state.namespace, (snapshot.get("metadata") or {}).get("name")):
+        content = None  # as with a claim's PV: a content counts only when it names this snapshot back
     if content is None:
         return SourcePlace(volume, label, UNRESOLVED, why=f"source of {short} gone, its content unknown")
     content_spec = content.get("spec") or {}
