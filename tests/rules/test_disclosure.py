@@ -20,7 +20,9 @@ from tests.support import DATA, check_table_case, load_yaml, merged, policy, sub
 TABLE_PATH = DATA / "disclosure" / "cases.yaml"
 TABLE = load_yaml(TABLE_PATH)
 NOW = datetime.fromisoformat(TABLE["now"])
-CASE_KEYS = {"name", "source", "state", "pod", "patch", "warnings", "violations", "reasons", "never", "same_as"}
+CASE_KEYS = {
+    "name", "source", "state", "policy", "pod", "patch", "warnings", "violations", "reasons", "never", "same_as",
+}  # fmt: skip
 CASES = table_cases(TABLE_PATH, CASE_KEYS, section="cases", sourced=True)
 BY_NAME = {param.values[0]["name"]: param.values[0] for param in CASES}
 
@@ -32,7 +34,7 @@ def _state(case: Json) -> list[Json]:
 def told(case: Json) -> Json:
     """Everything the tenant reads about its pod: the mutation, the validation of its result, the audit of the
     pod as it stands (stuck for an hour) and the report written to its namespace."""
-    view, pol = view_from(*_state(case)), policy()
+    view, pol = view_from(*_state(case)), policy(case.get("policy"))
     obj = merged(TABLE["pod"], case.get("pod") or {})
     mutation = pipeline.mutate(subject(obj), view, pol)
     result = pipeline.mutate_then_validate(subject(obj), view, pol)
@@ -57,7 +59,7 @@ def test_case(case: Json) -> None:
     """The case's expectations, those of the case it answers as (`same_as`) where it states none."""
     expected = {**BY_NAME.get(case.get("same_as", ""), {}), **case}
     obj = merged(TABLE["pod"], case.get("pod") or {})
-    check_table_case(expected, view_from(*_state(case)), policy(), obj)
+    check_table_case(expected, view_from(*_state(case)), policy(case.get("policy")), obj)
 
 
 @pytest.mark.parametrize("case", CASES)
