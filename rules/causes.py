@@ -379,17 +379,11 @@ def _hostname_label(stuck: Stuck) -> str | None:
     for where, hostname in wanted:
         if next(stuck.view.node_set().matching(lambda _: True, labels={HOSTNAME_LABEL: hostname}), None):
             continue
-        node = stuck.view.node(hostname)
-        if node is not None:
-            actual = _labels(node).get(HOSTNAME_LABEL)
-            label = f"its {HOSTNAME_LABEL} label is {actual}" if actual else f"it has no {HOSTNAME_LABEL} label"
+        if stuck.view.node(hostname) is not None:
+            # the node is named, its label is not: reports reach the pod's namespace, whose tenants may not read Nodes
             asked = f"its {where} asks for {HOSTNAME_LABEL}={hostname}, which no node carries"
-            return f"{asked}; node {hostname} exists but {label}"
+            return f"{asked}; a node named {hostname} exists, with another {HOSTNAME_LABEL} label or none"
     return None
-
-
-def _labels(node: Mapping[str, Any]) -> Mapping[str, Any]:
-    return (node.get("metadata") or {}).get("labels") or {}
 
 
 def _scheduling_gated(stuck: Stuck) -> str | None:
@@ -471,8 +465,10 @@ DATA_SOURCE_CAUSES: tuple[Cause, ...] = (
     Cause(
         "DataSourceNotReady",
         "A claim of the pod is restored or cloned from a source that does not exist or is not ready (a VolumeSnapshot "
-        "not readyToUse, a source claim missing or not Bound): it cannot be provisioned yet.",
-        "Create the source or get it ready (kubectl describe volumesnapshot or pvc says why it is not).",
+        "not readyToUse, a source claim missing or not Bound), or that lies in another namespace no ReferenceGrant "
+        "opens to it: it cannot be provisioned yet.",
+        "Create the source or get it ready (kubectl describe volumesnapshot or pvc says why it is not); a source in "
+        "another namespace needs a ReferenceGrant there.",
         _source_not_ready,
     ),
     Cause(

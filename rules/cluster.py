@@ -63,3 +63,8 @@ class ClusterView(Protocol):
     def data_volume(self, namespace: str, name: str) -> Json | None:
         """A CDI DataVolume (cdi.kubevirt.io); None when unknown or its API is not served."""
         ...
+
+    def reference_grants(self, namespace: str) -> list[Json]:
+        """The ReferenceGrants (gateway.networking.k8s.io) of `namespace`; none when unknown or its API is not
+        served (rules/kube/referencegrants.py)."""
+        ...

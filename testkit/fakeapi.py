@@ -9,7 +9,8 @@ sends no bookmarks and never answers 410. The behaviours under test — resume f
   `BOOKMARK` events when allowed, `timeoutSeconds`), get, create (POST), replace (PUT), delete;
 - labelSelector (`k=v`, `k!=v`, `k`, `!k`) and fieldSelector (`metadata.name`, `metadata.namespace`), with the
   real server's ADDED/DELETED translation when an update moves an object in or out of a watch's selector;
-- the CRD groups (snapshot.storage.k8s.io, kubevirt.io, cdi.kubevirt.io, openreports.io, wgpolicyk8s.io) while
+- the CRD groups (snapshot.storage.k8s.io, kubevirt.io, cdi.kubevirt.io, gateway.networking.k8s.io,
+  openreports.io, wgpolicyk8s.io) while
   they are installed (`served_groups`), with discovery (`/apis` and each group's resource list), and
   coordination.k8s.io Leases; a replace naming a stale resourceVersion, and a delete whose preconditions (uid,
   resourceVersion) the object does not meet, get 409 Conflict;
@@ -60,11 +61,19 @@ RESOURCES: dict[str, tuple[str, bool, str]] = {
     "volumesnapshotcontents": ("VolumeSnapshotContent", False, "/apis/snapshot.storage.k8s.io/v1"),
     "virtualmachines": ("VirtualMachine", True, "/apis/kubevirt.io/v1"),
     "datavolumes": ("DataVolume", True, "/apis/cdi.kubevirt.io/v1beta1"),
+    "referencegrants": ("ReferenceGrant", True, "/apis/gateway.networking.k8s.io/v1beta1"),
 }
 #: The API groups a cluster may or may not serve (CRDs): discovery lists those in `FakeKubeAPI.served_groups`,
 #: and their resources answer 404 while they are not served.
 OPTIONAL_GROUPS = frozenset(
-    {"snapshot.storage.k8s.io", "kubevirt.io", "openreports.io", "wgpolicyk8s.io", "cdi.kubevirt.io"}
+    {
+        "snapshot.storage.k8s.io",
+        "kubevirt.io",
+        "openreports.io",
+        "wgpolicyk8s.io",
+        "cdi.kubevirt.io",
+        "gateway.networking.k8s.io",
+    }
 )
 #: The policy report groups, one of which the webhook writes.
 REPORT_GROUPS = frozenset({"openreports.io", "wgpolicyk8s.io"})

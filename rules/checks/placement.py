@@ -27,6 +27,7 @@ from rules.kube.nodeaffinity import (
 )
 from rules.kube.volumes import ClaimVolume
 from rules.model import Json, Severity
+from rules.quoting import clip, escaped
 
 FAMILY = "placement"
 REQUIRED_PATH = "spec." + ".".join(REQUIRED)
@@ -88,14 +89,16 @@ def _check_named_node(ctx: Context, spec: Mapping[str, Any], node_name: str, loc
         return
     selector = spec.get("nodeSelector") or {}
     if not node_selector_matches(selector, node):
-        labels = (node.get("metadata") or {}).get("labels") or {}
+        # the pod's own requirements that fail, never the node's labels: its author may not read Nodes
         misses = [
-            f'{key}="{labels[key]}", not "{value}"' if key in labels else f"no label {key}"
+            f'{escaped(clip(str(key)))}="{escaped(clip(str(value)))}"'
             for key, value in selector.items()
-            if labels.get(key) != value
+            if not node_selector_matches({key: value}, node)
         ]
         ctx.report(
-            "spec.nodeSelector", f'node "{node_name}" (spec.nodeName) has {", ".join(misses)}; {KUBELET}', FAMILY
+            "spec.nodeSelector",
+            f'node "{node_name}" (spec.nodeName) fails nodeSelector {", ".join(misses)}; {KUBELET}',
+            FAMILY,
         )
     terms = required_terms(spec)
     if terms is not None and not pod_fits_node({"affinity": spec.get("affinity")}, node):

@@ -38,7 +38,9 @@ def placement_mode(ctx: Context, target: PodTarget) -> str:
 def hostname_selector(
     ctx: Context, target: PodTarget, node: str, current: dict[str, str]
 ) -> tuple[str, dict[str, str]]:
-    """VolSync's way: the Node's hostname label, which may differ from its name; requiredAffinity when unknown."""
+    """VolSync's way: the Node's hostname label, which may differ from its name; requiredAffinity when unknown, or
+    when it differs and only the pod's annotation asked for this mode (a node's label values are not told to pods
+    the operator did not say so for)."""
     obj = ctx.view.node(node)
     label = ((obj or {}).get("metadata") or {}).get("labels", {}).get(HOSTNAME_LABEL) if obj else None
     at = target.field("spec.nodeSelector")
@@ -48,9 +50,18 @@ def hostname_selector(
     if not label:
         ctx.warn(f"{at}: Node {node} has no {HOSTNAME_LABEL} label; used requiredAffinity")
         return REQUIRED_AFFINITY, current
-    if current.get(HOSTNAME_LABEL, label) != label:
+    if label != node and ctx.policy.placement != NODE_SELECTOR:
+        # asked by the pod's annotation alone: the label is the node's, not the pod author's to read
         ctx.warn(
-            f'{at}[{HOSTNAME_LABEL}]: kept "{current[HOSTNAME_LABEL]}" (Node {node} is {label}); used requiredAffinity'
+            f"{at}: Node {node}'s {HOSTNAME_LABEL} label is not its name, and only the policy's "
+            f"coScheduling.placement may write it into a pod; used requiredAffinity"
+        )
+        return REQUIRED_AFFINITY, current
+    if current.get(HOSTNAME_LABEL, label) != label:
+        # the pod's value, not the node's label: its author may not read Nodes
+        ctx.warn(
+            f'{at}[{HOSTNAME_LABEL}]: kept "{current[HOSTNAME_LABEL]}", not Node {node}\'s {HOSTNAME_LABEL} label; '
+            "used requiredAffinity"
         )
         return REQUIRED_AFFINITY, current
     return NODE_SELECTOR, {**current, HOSTNAME_LABEL: str(label)}

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.cluster import ClusterView
-from rules.kube.volumes import SELECTED_NODE, ClaimVolume, pv_required_terms, waits_for_first_consumer
+from rules.kube.referencegrants import reference_granted
+from rules.kube.volumes import SELECTED_NODE, ClaimVolume, claim_pv, pv_required_terms, waits_for_first_consumer
 from rules.model import Json
 from rules.policy import Policy
 
@@ -79,8 +80,8 @@ def pending_sources(view: ClusterView, volumes: list[ClaimVolume]) -> list[tuple
 @dataclass(frozen=True)
 class SourceState:
     """The object a claim's data source names, looked up once: `label` names it ("VolumeSnapshot shop/snap-1",
-    "claim shop/db"), `obj` is it (None when it does not exist) and `problem` says why nothing can be provisioned
-    from it yet ("" when something can)."""
+    "claim shop/db"), `obj` is it (None when it does not exist, or lies in another namespace that granted it to no
+    claim of the pod's) and `problem` says why nothing can be provisioned from it yet ("" when something can)."""
 
     label: str
     namespace: str
@@ -91,14 +92,21 @@ class SourceState:
 def source_state(view: ClusterView, namespace: str, ref: Mapping[str, Any]) -> SourceState:
     """Whether a claim's source can be provisioned from: the CSI external-provisioner refuses a VolumeSnapshot that
     is not readyToUse and a source claim that is not Bound, and retries until it is
-    (kubernetes-csi/external-provisioner pkg/controller/controller.go getSnapshotSource, getPVCSource)."""
+    (kubernetes-csi/external-provisioner pkg/controller/controller.go getSnapshotSource, getPVCSource); a source in
+    another namespace (`dataSourceRef.namespace`) only with a ReferenceGrant there (IsGranted)."""
     ns, name = str(ref.get("namespace") or namespace), str(ref["name"])
-    if ref.get("kind") == "PersistentVolumeClaim":
-        label, obj = f"claim {ns}/{name}", view.pvc(ns, name)
+    clone = ref.get("kind") == "PersistentVolumeClaim"
+    label = f"claim {ns}/{name}" if clone else f"VolumeSnapshot {ns}/{name}"
+    if ns != namespace and not reference_granted(view.reference_grants(ns), namespace, "PersistentVolumeClaim", ref):
+        # not looked up: whether it exists, and where, is that namespace's to tell
+        why = f"is not followed: no ReferenceGrant in namespace {ns} lets claims of {namespace} use it"
+        return SourceState(label, ns, None, why)
+    if clone:
+        obj = view.pvc(ns, name)
         phase = ((obj or {}).get("status") or {}).get("phase") or "Pending"
         problem = "" if obj is None or phase == "Bound" else f"is {phase}, not Bound"
     else:
-        label, obj = f"VolumeSnapshot {ns}/{name}", view.volume_snapshot(ns, name)
+        obj = view.volume_snapshot(ns, name)
         ready = ((obj or {}).get("status") or {}).get("readyToUse") is True
         problem = "" if obj is None or ready else "is not ready to use yet"
     return SourceState(label, ns, obj, "does not exist" if obj is None else problem)
@@ -127,6 +135,9 @@ def resolve(
                 return place
     content_name = status.get("boundVolumeSnapshotContentName") or spec_source.get("volumeSnapshotContentName")
     content = view.volume_snapshot_content(str(content_name)) if content_name else None
+    back = ((content or {}).get("spec") or {}).get("volumeSnapshotRef") or {}
+    if (back.get("namespace"), back.get("name")) != (state.namespace, (snapshot.get("metadata") or {}).get("name")):
+        content = None  # as with a claim's PV: a content counts only when it names this snapshot back
     if content is None:
         return SourcePlace(volume, label, UNRESOLVED, why=f"source of {short} gone, its content unknown")
     content_spec = content.get("spec") or {}
@@ -141,8 +152,7 @@ def _from_claim(
     view: ClusterView, policy: Policy, volume: ClaimVolume, *, label: str, namespace: str, pvc: Json
 ) -> SourcePlace:
     name = (pvc.get("metadata") or {}).get("name")
-    pv_name = (pvc.get("spec") or {}).get("volumeName")
-    pv = view.pv(str(pv_name)) if pv_name else None
+    pv = claim_pv(view, namespace, pvc)
     if pv is None:
         return SourcePlace(volume, label, UNRESOLVED, why=f"claim {namespace}/{name} has no known PV")
     return _from_pv(view, policy, volume, label=label, pv=pv, pvc=pvc)

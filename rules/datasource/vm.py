@@ -26,7 +26,7 @@ from rules.datasource.scope import cdi_worker
 from rules.datasource.sources import pv_node
 from rules.kube.nodeaffinity import and_terms, node_selector_matches, required_terms, terms_match
 from rules.kube.tolerations import merge_tolerations
-from rules.kube.volumes import ClaimVolume, waits_for_first_consumer
+from rules.kube.volumes import ClaimVolume, claim_pv, waits_for_first_consumer
 from rules.model import Json
 from rules.quoting import clip, field_path
 
@@ -192,5 +192,4 @@ def vm_claims(vm: Mapping[str, Any]) -> list[str]:
 
 def _bound_node(view: ClusterView, pvc: Mapping[str, Any]) -> str:
     """The one node a bound claim's PV admits ("" for a volume other nodes can use too: a VM may run there)."""
-    volume_name = (pvc.get("spec") or {}).get("volumeName")
-    return pv_node(view, view.pv(str(volume_name)) if volume_name else None)
+    return pv_node(view, claim_pv(view, str((pvc.get("metadata") or {}).get("namespace") or ""), pvc))

@@ -342,6 +342,17 @@ VIRTUAL_MACHINE = obj(
     }
 )
 DATA_VOLUME = obj({"metadata": METADATA, "status": obj({"phase": string, "claimName": string})})
+REFERENCE_GRANT = obj(
+    {
+        "metadata": METADATA,
+        "spec": obj(
+            {
+                "from": list_of(obj({"group": string, "kind": string, "namespace": string})),
+                "to": list_of(obj({"group": string, "kind": string, "name": string})),
+            }
+        ),
+    }
+)
 SHAPES.update(
     {
         "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIM,
@@ -349,5 +360,6 @@ SHAPES.update(
         "VolumeSnapshotContent": VOLUME_SNAPSHOT_CONTENT,
         "VirtualMachine": VIRTUAL_MACHINE,
         "DataVolume": DATA_VOLUME,
+        "ReferenceGrant": REFERENCE_GRANT,
     }
 )

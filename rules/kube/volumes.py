@@ -87,6 +87,21 @@ def pv_required_terms(pv: Mapping[str, Any] | None) -> tuple[Json, ...] | None:
     return tuple(dict(t) for t in terms) if terms else None
 
 
+def claim_pv(view: ClusterView, namespace: str, pvc: Mapping[str, Any] | None) -> Json | None:
+    """The PV a claim names in `spec.volumeName`, only when that PV's `claimRef` names this claim back: a claim
+    may name any PV, and one bound to another namespace's claim is none of its business (its node affinity, its
+    driver). A PV not bound yet (no claimRef) is not the claim's either, until the binder makes it so."""
+    volume_name = ((pvc or {}).get("spec") or {}).get("volumeName")
+    pv = view.pv(str(volume_name)) if volume_name else None
+    ref = ((pv or {}).get("spec") or {}).get("claimRef")
+    if pv is None or not isinstance(ref, Mapping):
+        return None
+    meta = (pvc or {}).get("metadata") or {}
+    uids = (ref.get("uid"), meta.get("uid"))
+    same_uid = not all(uids) or uids[0] == uids[1]
+    return pv if (ref.get("namespace"), ref.get("name")) == (namespace, meta.get("name")) and same_uid else None
+
+
 def ephemeral_claim_name(pod_name: str, volume_name: str) -> str:
     """The claim the ephemeral volume controller creates for a generic ephemeral volume: `<pod>-<volume>`
     (kubernetes/kubernetes staging/src/k8s.io/component-helpers/storage/ephemeral/ephemeral.go VolumeClaimName)."""
@@ -124,8 +139,7 @@ def claim_volumes(
             modes = access_modes(pvc)
         else:
             modes = list(_ephemeral_claim_spec(spec, index).get("accessModes") or ()) if ephemeral else []
-        volume_name = (pvc or {}).get("spec", {}).get("volumeName")
-        pv = view.pv(str(volume_name)) if volume_name else None
+        pv = claim_pv(view, namespace, pvc)
         out.append(ClaimVolume(index, volume, claim, ephemeral, pvc, pv, access_class(modes), pv_required_terms(pv)))
     return out
 

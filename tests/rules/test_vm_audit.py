@@ -48,6 +48,7 @@ def cluster(pv_node: str) -> list[Json]:
                 "accessModes": ["ReadWriteOnce"],
                 "storageClassName": "topolvm-provisioner",
                 "csi": {"driver": "topolvm.io", "volumeHandle": "7d1e"},
+                "claimRef": {"namespace": claim["metadata"]["namespace"], "name": "fedora-root"},
                 "nodeAffinity": {
                     "required": {
                         "nodeSelectorTerms": [

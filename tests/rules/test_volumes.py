@@ -11,7 +11,7 @@ from rules.kube.volumes import claim_volumes, node_local_terms, storage_class_of
 from rules.model import Json
 from tests.support import DATA, table_cases, view_from
 
-CLASSES_KEYS = {"expected", "name", "pod", "state"}
+CLASSES_KEYS = {"expected", "name", "pod", "source", "state"}
 
 
 @pytest.mark.parametrize("case", table_cases(DATA / "volumes" / "classes.yaml", CLASSES_KEYS))
@@ -38,6 +38,8 @@ def _pvc(name: str, **spec: Any) -> Json:
 
 
 def _pv(name: str, terms: list[Json] | None = None, **spec: Any) -> Json:
+    """A PV bound to the claim `_pvc` names after it (`pv-x` → claim `x`, `pv` → `c`)."""
+    spec["claimRef"] = {"namespace": "ns", "name": name.removeprefix("pv-") if name != "pv" else "c"}
     if terms is not None:
         spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": terms}}
     return {"kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec}

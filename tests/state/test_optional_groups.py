@@ -1,6 +1,6 @@
-"""The optional API groups (webhook/state/optional.py): VolumeSnapshots, their contents, KubeVirt VirtualMachines
-and CDI DataVolumes are listed and watched only while discovery finds their group served; an absent group is a
-readiness detail that stays "ok", never an error or a failed start."""
+"""The optional API groups (webhook/state/optional.py): VolumeSnapshots, their contents, KubeVirt VirtualMachines,
+CDI DataVolumes and Gateway API ReferenceGrants are listed and watched only while discovery finds their group
+served; an absent group is a readiness detail that stays "ok", never an error or a failed start."""
 
 from __future__ import annotations
 
@@ -55,11 +55,26 @@ def data_volume(name: str = "fedora-root", phase: str = "ImportInProgress") -> J
     }
 
 
+def reference_grant(name: str = "payroll-clones", to_name: str = "payroll") -> Json:
+    """A grant in `hr` letting claims of `tenant-a` clone `hr/payroll` (gateway-api apis/v1beta1
+    referencegrant_types.go; the example of kubernetes/enhancements keps/sig-storage/3294)."""
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1beta1",
+        "kind": "ReferenceGrant",
+        "metadata": {"name": name, "namespace": "hr"},
+        "spec": {
+            "from": [{"group": "", "kind": "PersistentVolumeClaim", "namespace": "tenant-a"}],
+            "to": [{"group": "", "kind": "PersistentVolumeClaim", "name": to_name}],
+        },
+    }
+
+
 def test_served_groups_are_listed_and_watched(fake_api: FakeKubeAPI, live: Live) -> None:
     fake_api.create(snapshot())
     fake_api.create(content())
     fake_api.create(vm())
     fake_api.create(data_volume())
+    fake_api.create(reference_grant())
     state, runtime = live()
 
     eventually(lambda: state.volume_snapshot("apps", "snap-1"), what="the snapshot listed")
@@ -68,6 +83,19 @@ def test_served_groups_are_listed_and_watched(fake_api: FakeKubeAPI, live: Live)
     assert [v["metadata"]["name"] for v in state.virtual_machines_using("apps", "fedora-root")] == ["fedora"]
     assert runtime.readiness()["snapshot.storage.k8s.io"] == "ok"
     assert runtime.readiness()["cdi.kubevirt.io"] == "ok"
+    assert runtime.readiness()["gateway.networking.k8s.io"] == "ok"
+    # trimmed to what the grant check reads
+    assert state.reference_grants("hr") == [
+        {
+            "kind": "ReferenceGrant",
+            "metadata": {"name": "payroll-clones", "namespace": "hr"},
+            "spec": {
+                "from": [{"group": "", "kind": "PersistentVolumeClaim", "namespace": "tenant-a"}],
+                "to": [{"group": "", "kind": "PersistentVolumeClaim", "name": "payroll"}],
+            },
+        }
+    ]
+    assert state.reference_grants("tenant-a") == []
     # trimmed to what the rules read: the phase and the claim, not the spec or the progress
     assert state.data_volume("apps", "fedora-root") == {
         "kind": "DataVolume",
@@ -84,6 +112,8 @@ def test_served_groups_are_listed_and_watched(fake_api: FakeKubeAPI, live: Live)
     eventually(lambda: state.volume_snapshot("apps", "snap-2"), what="a watched snapshot")
     fake_api.delete("VirtualMachine", "apps", "fedora")
     eventually(lambda: not state.virtual_machines_using("apps", "fedora-root"), what="a deleted VM forgotten")
+    fake_api.delete("ReferenceGrant", "hr", "payroll-clones")
+    eventually(lambda: not state.reference_grants("hr"), what="a revoked grant forgotten")
 
 
 def test_absent_groups_turn_their_features_off_and_stay_ready(fake_api: FakeKubeAPI, live: Live) -> None:
@@ -98,11 +128,14 @@ def test_absent_groups_turn_their_features_off_and_stay_ready(fake_api: FakeKube
     assert readiness["snapshot.storage.k8s.io"] == "ok (not served: placement from snapshot sources off)"
     assert readiness["kubevirt.io"] == "ok (not served: CDI workers following their VM off)"
     assert readiness["cdi.kubevirt.io"] == "ok (not served: DataVolumes named in CDI reasons and VM audits off)"
+    assert readiness["gateway.networking.k8s.io"] == "ok (not served: cross-namespace data sources off)"
+    assert state.reference_grants("hr") == []
     assert state.volume_snapshot("apps", "snap-1") is None
     assert state.virtual_machines_using("apps", "fedora-root") == []
     assert fake_api.count("GET", "VolumeSnapshot") == 0
     assert fake_api.count("GET", "VirtualMachine") == 0
     assert fake_api.count("GET", "DataVolume") == 0
+    assert fake_api.count("GET", "ReferenceGrant") == 0
 
 
 def test_a_group_that_appears_is_followed_and_one_that_goes_is_dropped(fake_api: FakeKubeAPI, live: Live) -> None:

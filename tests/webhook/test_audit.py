@@ -317,6 +317,38 @@ def test_the_live_audit_lists_snapshots_and_their_contents(capsys: pytest.Captur
     assert index.volume_snapshot_content("snapcontent-erp-db") is not None
 
 
+def test_the_live_audit_of_one_namespace_reads_the_grants_of_another(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A ReferenceGrant lives in the namespace of the source, not of the pod: the audit of tenant-a lists them
+    cluster-wide. A clone source in hr that a grant opens is followed, and once the grant is gone it is not
+    (tests/data/disclosure/cases.yaml)."""
+    table = load_yaml(DATA / "disclosure" / "cases.yaml")
+    objects = [table["objects"][n] for n in ("node-a", "node-b", "topolvm", "payroll-pv", "payroll", "payroll-copy")]
+    pod = copy.deepcopy(table["pod"])
+    pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "payroll-copy"}}]
+    with running_fake_api() as api:
+        for obj in [*objects, pod, table["objects"]["grant-payroll"]]:
+            api.create(copy.deepcopy(obj))
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        _, granted, err = audit(capsys, "--kubeconfig", str(kubeconfig), "-o", "json")
+        _, index = objects_from_api(kubeconfig, "tenant-a", lambda _: None)
+        api.delete("ReferenceGrant", "hr", "payroll-for-tenant-a")
+        _, revoked, _ = audit(capsys, "--kubeconfig", str(kubeconfig), "-n", "tenant-a", "-o", "json")
+    assert [g["metadata"]["name"] for g in index.reference_grants("hr")] == ["payroll-for-tenant-a"]
+    (with_grant,) = [o for o in json.loads(granted)["objects"] if o["kind"] == "Pod"]
+    assert with_grant["cause"]["code"] != "DataSourceNotReady", err
+    (without,) = [o for o in json.loads(revoked)["objects"] if o["kind"] == "Pod"]
+    assert without["cause"] == {
+        "code": "DataSourceNotReady",
+        "message": (
+            "claim payroll-copy is cloned from claim hr/payroll, which is not followed: no ReferenceGrant in "
+            "namespace hr lets claims of tenant-a use it"
+        ),
+        "remedy": without["cause"]["remedy"],
+    }
+
+
 def test_a_reader_that_goes_away_stops_the_audit_quietly(tmp_path: Path) -> None:
     """`audit | head`: once the reader has closed the pipe, the rest of the output has nowhere to go. The command
     stops with the status a shell gives a tool killed by SIGPIPE, and no traceback."""

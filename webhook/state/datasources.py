@@ -1,8 +1,8 @@
 """What the index keeps of data sources and of the VMs that will use a disk (docs/design.md#12-data-sources):
-VolumeSnapshots, VolumeSnapshotContents, KubeVirt VirtualMachines and CDI DataVolumes trimmed to the fields the
-rules read, the data-source fields of claims and the CSI handle of volumes, and the two lookups built from them (a
-CSI volume handle → its PV; a claim or DataVolume → the VMs that name it), kept in step with every apply and
-remove.
+VolumeSnapshots, VolumeSnapshotContents, KubeVirt VirtualMachines, CDI DataVolumes and the ReferenceGrants that
+open a namespace's sources to claims of another, trimmed to the fields the rules read, the data-source fields of
+claims and the CSI handle of volumes, and the lookups built from them (a CSI volume handle → its PV; a claim or
+DataVolume → the VMs that name it; a namespace → its grants), kept in step with every apply and remove.
 """
 
 from __future__ import annotations
@@ -81,12 +81,21 @@ def _data_volume(obj: Mapping[str, Any], out: Json) -> None:
     out["status"] = {k: status[k] for k in ("phase", "claimName") if k in status}
 
 
+def _reference_grant(obj: Mapping[str, Any], out: Json) -> None:
+    spec = obj.get("spec") or {}
+    out["spec"] = {
+        side: [{k: e[k] for k in keys if k in e} for e in spec.get(side) or () if isinstance(e, Mapping)]
+        for side, keys in (("from", ("group", "kind", "namespace")), ("to", ("group", "kind", "name")))
+    }
+
+
 #: kind → what its trimmed object keeps besides name and namespace.
 TRIMMERS: dict[str, Callable[[Mapping[str, Any], Json], None]] = {
     "VolumeSnapshot": _snapshot,
     "VolumeSnapshotContent": _snapshot_content,
     "VirtualMachine": _virtual_machine,
     "DataVolume": _data_volume,
+    "ReferenceGrant": _reference_grant,
 }
 
 
@@ -102,6 +111,7 @@ class SourceLinks:
     def __init__(self) -> None:
         self.handles: dict[tuple[str, str], str] = {}
         self.vm_users: dict[tuple[str, str], dict[str, Json]] = {}
+        self.grants: dict[str, dict[str, Json]] = {}  # namespace → name → ReferenceGrant
 
     def update(self, kind: str, key: tuple[str, str], previous: Json | None, current: Json | None) -> None:
         if kind == "PersistentVolume":
@@ -119,6 +129,15 @@ class SourceLinks:
                         del self.vm_users[(namespace, claim)]
             for claim in vm_claims(current or {}):
                 self.vm_users.setdefault((namespace, claim), {})[name] = current or {}
+        elif kind == "ReferenceGrant":
+            namespace, name = key
+            grants = self.grants.setdefault(namespace, {})
+            if current is None:
+                grants.pop(name, None)
+            else:
+                grants[name] = current
+            if not grants:
+                del self.grants[namespace]
 
     def take(self, kind: str, fresh: SourceLinks) -> None:
         """After a re-list of `kind`: its lookup is the fresh one."""
@@ -126,9 +145,14 @@ class SourceLinks:
             self.handles = fresh.handles
         elif kind == "VirtualMachine":
             self.vm_users = fresh.vm_users
+        elif kind == "ReferenceGrant":
+            self.grants = fresh.grants
 
     def virtual_machines_using(self, namespace: str, claim: str) -> list[Json]:
         return sorted(
             (self.vm_users.get((namespace, claim)) or {}).values(),
             key=lambda vm: str((vm.get("metadata") or {}).get("name")),
         )
+
+    def reference_grants(self, namespace: str) -> list[Json]:
+        return list((self.grants.get(namespace) or {}).values())

@@ -33,6 +33,7 @@ KINDS = (
     "VolumeSnapshotContent",
     "VirtualMachine",
     "DataVolume",
+    "ReferenceGrant",
 )
 
 _KEEP_ANNOTATION_PREFIXES = (
@@ -378,3 +379,6 @@ class ClusterIndex:
 
     def data_volume(self, namespace: str, name: str) -> Json | None:
         return self._objects["DataVolume"].get((namespace, name))
+
+    def reference_grants(self, namespace: str) -> list[Json]:
+        return self._links.reference_grants(namespace)

@@ -361,6 +361,9 @@ class LiveClusterState:
     def data_volume(self, namespace: str, name: str) -> Json | None:
         return self.index.data_volume(namespace, name)
 
+    def reference_grants(self, namespace: str) -> list[Json]:
+        return self.index.reference_grants(namespace)
+
 
 def _what(kind: str, namespace: str, name: str) -> str:
     return f"{kind} {namespace}/{name}" if _GETTERS[kind][2] else f"{kind} {name}"

@@ -1,6 +1,7 @@
 """API groups the webhook follows only while the cluster serves them: snapshot.storage.k8s.io (VolumeSnapshots and
-their contents, for data sources), kubevirt.io (VirtualMachines, for CDI workers) and cdi.kubevirt.io (DataVolumes,
-named with their phase where a worker or a VM audit speaks of a disk). Discovery runs at start and
+their contents, for data sources), kubevirt.io (VirtualMachines, for CDI workers), cdi.kubevirt.io (DataVolumes,
+named with their phase where a worker or a VM audit speaks of a disk) and gateway.networking.k8s.io
+(ReferenceGrants, without which a data source in another namespace is not followed). Discovery runs at start and
 then periodically; a group that appears is listed and watched like every other resource, one that is absent (or
 goes away) turns its feature off with one log line and a readiness detail that stays "ok" — never an error or a
 failed start: the rules then see no snapshot and no VM, which they treat as "unresolved" or "no VM".
@@ -42,6 +43,13 @@ OPTIONAL_GROUPS = (
     OptionalGroup("kubevirt.io", "v1", (("virtualmachines", "VirtualMachine"),), "CDI workers following their VM"),
     OptionalGroup(
         "cdi.kubevirt.io", "v1beta1", (("datavolumes", "DataVolume"),), "DataVolumes named in CDI reasons and VM audits"
+    ),
+    OptionalGroup(
+        "gateway.networking.k8s.io",
+        "v1beta1",
+        (("referencegrants", "ReferenceGrant"),),
+        "cross-namespace data sources",
+        cluster_scoped=frozenset({"ReferenceGrant"}),  # a grant lives in the source's namespace, not the pod's
     ),
 )
 

@@ -13,7 +13,7 @@ from webhook.state.index import KINDS, ClusterIndex, bulk_ingest
 
 def load_static_state(paths: Iterable[str | Path]) -> ClusterIndex:
     """An index of every Pod, PVC, PV, StorageClass, Node, ConfigMap, VolumeSnapshot, VolumeSnapshotContent,
-    VirtualMachine and DataVolume in the files (other kinds ignored)."""
+    VirtualMachine, DataVolume and ReferenceGrant in the files (other kinds ignored)."""
     return state_of(read_manifests(paths))
 
 
