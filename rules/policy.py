@@ -367,7 +367,12 @@ def _requester_problems(requesters: Any, at: str) -> list[Problem]:
         return []
     problems: list[Problem] = []
     for i, user in enumerate(requesters):
-        if not isinstance(user, str) or not user.startswith(SERVICE_ACCOUNT_USER):
+        if not isinstance(user, str):
+            continue
+        if not user or len(user.split()) != 1 or user != user.strip():
+            problems.append((f"{at}[{i}]", f'"{clip(user)}" is not a user name (userInfo.username, no spaces)'))
+            continue
+        if not user.startswith(SERVICE_ACCOUNT_USER):
             continue
         namespace, _, name = user.removeprefix(SERVICE_ACCOUNT_USER).partition(":")
         err = dns1123_label_error(namespace) or dns1123_subdomain_error(name)

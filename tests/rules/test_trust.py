@@ -1,0 +1,134 @@
+"""Roles claimed by what anyone may write get their grants only where the policy trusts them
+(docs/design.md#2-pod-roles): the table tests/data/trust/spoofed.yaml, every claim as a Pod, a Job and a
+Deployment's template, in every place."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from rules import pipeline
+from rules.model import Json, Severity
+from rules.policy import PolicyError, policy_from_document
+from tests.support import DATA, load_yaml, mutate_checked, subject, validate_strict, view_from
+
+TABLE = load_yaml(DATA / "trust" / "spoofed.yaml")
+POLICY = policy_from_document(TABLE["policy"])
+VIEW = view_from(*TABLE["state"])
+KINDS = ("Pod", "Job", "Deployment")
+TEMPLATE_REASON = "CDI creates its workers as Pods, never from a template"
+
+
+def build(kind: str, claim: Json, namespace: str) -> Json:
+    metadata = {"name": "spoof", "namespace": namespace, **copy.deepcopy(claim["metadata"])}
+    spec: Json = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "busybox", "image": "busybox:1.36", "command": ["sleep", "3600"]}],
+        "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim["claim"]}}],
+    }
+    if kind == "Pod":
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+    del metadata["namespace"], metadata["name"]
+    metadata.pop("ownerReferences", None)  # a template's pods get their owner from the controller
+    template = {"metadata": {**metadata}, "spec": spec}
+    if kind == "Job":
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "spoof", "namespace": namespace},
+            "spec": {"template": template},
+        }
+    template["metadata"].setdefault("labels", {})["app"] = template["metadata"].get("labels", {}).get("app", "spoof")
+    spec["restartPolicy"] = "Always"
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "spoof", "namespace": namespace},
+        "spec": {"selector": {"matchLabels": dict(template["metadata"]["labels"])}, "template": template},
+    }
+
+
+def cases() -> list[Any]:
+    out = []
+    for claim in TABLE["claims"]:
+        for kind in KINDS:
+            for place_name, place in TABLE["places"].items():
+                trusted = place_name in claim["trusted_at"] and not (kind != "Pod" and claim.get("pods_only"))
+                out.append(pytest.param(claim, kind, place, trusted, id=f"{claim['name']}:{kind}:{place_name}"))
+    return out
+
+
+def expected_message(claim: Json, kind: str, place: Json) -> str:
+    user = place.get("user")
+    why = TEMPLATE_REASON if kind != "Pod" and claim.get("pods_only") is not None or (
+        kind != "Pod" and "why" in claim
+    ) else str(claim.get("why", "")).format(user=user)
+    who = f" for requester {user}" if user else ""
+    return str(claim["warning"]).format(who=who, cdi_why=why)
+
+
+@pytest.mark.parametrize(("claim", "kind", "place", "trusted"), cases())
+def test_spoofed_role(claim: Json, kind: str, place: Json, trusted: bool) -> None:
+    obj = build(kind, claim, place["namespace"])
+    validate_strict(obj)
+    user = place.get("user")
+    mutation, result = mutate_checked(obj, VIEW, POLICY, user=user)
+    validation = pipeline.validate(subject(result, user=user), VIEW, POLICY)
+    trust_findings = [f for f in validation.findings if f.family == "roleTrust"]
+    if trusted:
+        granted = claim["granted"] if kind == "Pod" else []
+        if kind == "Job":
+            granted = [{**op, "path": "/spec/template" + op["path"]} for op in claim["granted"]]
+        assert mutation.patch == granted
+        assert mutation.warnings == []
+        assert validation.findings == []
+        return
+    message = expected_message(claim, kind, place)
+    assert mutation.patch == []  # no toleration, no placement, no record
+    assert mutation.warnings == ([] if kind == "Deployment" else [message])  # Deployments are not mutated
+    base = {"Pod": "", "Job": "spec.template.", "Deployment": "spec.template."}[kind]
+    assert [(f.field, f.message, f.severity) for f in trust_findings] == [
+        (base + claim["field"], message, Severity.DENY)
+    ]
+    assert not validation.allowed
+
+
+def test_warn_enforcement_turns_the_finding_into_a_warning() -> None:
+    """The family follows the policy's enforcement: `validation.roleTrust.enforcement: warn` admits the pod."""
+    claim = TABLE["claims"][0]
+    pol = policy_from_document({**TABLE["policy"], "validation": {"roleTrust": {"enforcement": "warn"}}})
+    place = TABLE["places"]["untrusted namespace"]
+    decision = pipeline.validate(subject(build("Pod", claim, "tenant-a"), user=place["user"]), VIEW, pol)
+    assert decision.allowed
+    assert decision.warnings == [f"metadata.annotations[storage-affinity.io/role]: {expected_message(claim, 'Pod', place)}"]
+
+
+def test_default_policy_trusts_velero_and_one_setting_trusts_oadp() -> None:
+    """Safe by default: Velero's namespace alone; OADP's `openshift-adp` is `trust.namespaces`, or the node-agent
+    namespace the policy already names (an upgrade that named it keeps its pods placed)."""
+    assert policy_from_document({}).trusted_namespaces == {"velero"}
+    assert policy_from_document({"trust": {"namespaces": ["openshift-adp"]}}).trusted_namespaces == {"openshift-adp"}
+    assert policy_from_document({"nodeAgent": {"namespace": "openshift-adp"}}).trusted_namespaces == {"openshift-adp"}
+    source = {"loadAffinitySource": {"configMap": {"namespace": "oadp", "name": "node-agent-config"}}}
+    assert policy_from_document(source).trusted_namespaces == {"oadp"}
+    assert policy_from_document({"trust": {"namespaces": []}}).trusted_namespaces == set()
+
+
+@pytest.mark.parametrize(
+    ("doc", "problem"),
+    [
+        ({"trust": {"namespaces": ["Tenant_A"]}}, "trust.namespaces[0]"),
+        ({"trust": {"namespaces": "velero"}}, "trust.namespaces"),
+        ({"trust": {"requesters": [""]}}, "trust.requesters[0]"),
+        ({"trust": {"requesters": ["system:serviceaccount:Velero:velero"]}}, "trust.requesters[0]"),
+        ({"trust": {"requesters": ["two words"]}}, "trust.requesters[0]"),
+        ({"trust": {"requester": []}}, "trust.requester"),
+        ({"cdi": {"requesters": ["system:serviceaccount:cdi"]}}, "cdi.requesters[0]"),
+    ],
+)
+def test_a_bad_trust_setting_is_refused_naming_the_field(doc: Json, problem: str) -> None:
+    with pytest.raises(PolicyError) as raised:
+        policy_from_document(doc)
+    assert [path for path, _ in raised.value.problems] == [problem]
