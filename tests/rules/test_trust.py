@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from rules import pipeline
+from rules.audit import audit_objects
 from rules.model import Json, Severity
 from rules.policy import PolicyError, policy_from_document
 from tests.support import DATA, load_yaml, mutate_checked, subject, validate_strict, view_from
@@ -132,3 +133,59 @@ def test_a_bad_trust_setting_is_refused_naming_the_field(doc: Json, problem: str
     with pytest.raises(PolicyError) as raised:
         policy_from_document(doc)
     assert [path for path, _ in raised.value.problems] == [problem]
+
+
+def held(claim: Json, namespace: str, extra: Json) -> Json:
+    """A running pod of `claim` that holds what admission once gave it (`extra` laid over it)."""
+    pod = build("Pod", claim, namespace)
+    pod["metadata"].setdefault("annotations", {}).update(extra.get("annotations", {}))
+    pod["spec"].update(extra.get("spec", {}))
+    pod["spec"]["nodeName"] = "node-a"
+    pod["status"] = {"phase": "Running"}
+    return pod
+
+
+GRANTED = {
+    "annotations": {"storage-affinity.io/load-affinity-applied": "gp3"},
+    "spec": {"tolerations": [{"key": "node-role.example.com/backup", "operator": "Exists", "effect": "NoSchedule"}]},
+}
+
+
+def test_the_audit_finds_running_pods_holding_grants_they_are_not_trusted_for() -> None:
+    """A backup pod of a tenant's namespace admitted before the trust setting (or while the webhook was down)
+    still holds the toleration and the load affinity: the audit names each grant. The same pod in Velero's
+    namespace holds them rightly; a CDI worker CDI made holds its VM's constraints rightly."""
+    backup = TABLE["claims"][2]
+    cdi_labels, cdi_owned = TABLE["claims"][4], TABLE["claims"][5]
+    follows = {"annotations": {"storage-affinity.io/follows-vm": "halted"}, "spec": {"tolerations": [{"operator": "Exists"}]}}
+    pods = [
+        held(backup, "tenant-a", GRANTED),
+        held(backup, "velero", GRANTED),
+        held(cdi_labels, "tenant-a", follows),
+        held(cdi_owned, "tenant-a", follows),
+    ]
+    reports = {(r.namespace, r.name, i): r for i, r in enumerate(audit_objects(pods, VIEW, POLICY))}
+    trust = {key: [(f.field, f.message) for f in r.findings if f.family == "roleTrust"] for key, r in reports.items()}
+    found = list(trust.values())
+    tenant_backup = (
+        "role backup (labels match roles.backup.selectors[0]) is not trusted in namespace tenant-a: none of its "
+        "tolerations or placement applied (the policy's trust.namespaces or trust.requesters trusts it)"
+    )
+    whose = "to role backup, which is not trusted in namespace tenant-a"
+    assert sorted(found) == sorted([
+        [
+            ("metadata.labels", tenant_backup),
+            ("metadata.annotations[storage-affinity.io/load-affinity-applied]",
+             f"storage-affinity.io/load-affinity-applied was granted {whose}"),
+            ("spec.tolerations", f"the policy's tolerations (node-role.example.com/backup) were granted {whose}"),
+        ],
+        [],
+        [
+            ("metadata.labels", "labels claim a CDI importer pod, not trusted: it is not controlled by a claim it "
+             "mounts, as CDI's workers are; no VM's tolerations or placement applied"),
+            ("metadata.annotations[storage-affinity.io/follows-vm]",
+             "a VM's tolerations and placement were granted to a CDI worker's labels: it is not controlled by a "
+             "claim it mounts, as CDI's workers are"),
+        ],
+        [],
+    ])  # fmt: skip
