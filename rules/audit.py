@@ -23,10 +23,10 @@ from typing import Any
 from rules import pipeline
 from rules.annotations import FOLLOWS_VM, LOAD_AFFINITY_APPLIED, NODE_AGENT_RESTRICTED
 from rules.causes import NO_NODE_AGENT, Stuck, StuckCause, duration, storage_role, stuck_cause, stuck_seconds
+from rules.checks.trust import FAMILY as ROLE_TRUST
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
-from rules.checks.trust import FAMILY as ROLE_TRUST
 from rules.datasource.scope import FILLING_WORKERS, cdi_trust_problem, cdi_worker
 from rules.datasource.vm import vm_disk_problems
 from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
@@ -174,9 +174,11 @@ def untrusted_grants(target: PodTarget, policy: Policy) -> list[tuple[str, str]]
             held.append((target.field("spec.tolerations"), f"the policy's tolerations ({keys}) were granted"))
         return [(field, f"{what} to {whose}") for field, what in held]
     component = cdi_worker(target.metadata)
-    if component in FILLING_WORKERS and FOLLOWS_VM in annotations and not role.unplaced:
-        if why := cdi_trust_problem(policy, target, None):
-            return [(f"{at}[{FOLLOWS_VM}]", f"a VM's tolerations and placement were granted to a CDI worker's labels: {why}")]
+    held_vm = component in FILLING_WORKERS and FOLLOWS_VM in annotations and not role.unplaced
+    if held_vm and (why := cdi_trust_problem(policy, target, None)):
+        return [
+            (f"{at}[{FOLLOWS_VM}]", f"a VM's tolerations and placement were granted to a CDI worker's labels: {why}")
+        ]
     return []
 
 

@@ -51,8 +51,8 @@ POD_VALIDATORS: list[Rule] = [
 
 #: Validating rules for the pod template of a workload (rules/kube/workloads.py) other than a Job being created:
 #: those that need no node, no live claim and no cluster state, since its pods come later, on whatever nodes and
-#: claims exist then. A role claimed where the policy does not trust it; unknown `storage-affinity.io/*` keys and values (the role, the load-affinity JSON) and the
-#: disk annotations' grammar and contradictions.
+#: claims exist then. A role claimed where the policy does not trust it; unknown `storage-affinity.io/*` keys and
+#: values (the role, the load-affinity JSON) and the disk annotations' grammar and contradictions.
 TEMPLATE_VALIDATORS: list[Rule] = [
     role_trust,
     own_annotations,

@@ -54,7 +54,9 @@ def classify(
             None, "KubeVirt first-consumer pod: it must be scheduled freely to pick the node", unplaced=True
         )
     if explicit in ROLES:
-        return _judged(RoleDecision(explicit, f"annotation {ROLE_ANNOTATION}: {explicit}"), namespace, policy, requester)
+        return _judged(
+            RoleDecision(explicit, f"annotation {ROLE_ANNOTATION}: {explicit}"), namespace, policy, requester
+        )
     for role in ROLES:
         for index, selector in enumerate(policy.role_selectors.get(role, ())):
             if selector_matches(selector, labels):

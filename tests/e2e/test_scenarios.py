@@ -157,7 +157,8 @@ def test_a_backup_role_is_granted_only_where_trusted_over_tls(tmp_path: Path) ->
             body = admission_review("CREATE", pod, userInfo={"username": user})
             answer: dict[str, Any] = session.post(srv.url + path, json=body, timeout=10).json()
             check_response(body, answer, mutating=path == "/mutate")
-            return answer["response"]
+            response: dict[str, Any] = answer["response"]
+            return response
 
         own = ask("/mutate", backup, "system:serviceaccount:velero:velero-node-agent")
         spoofed = ask("/mutate", tenant, TENANT)

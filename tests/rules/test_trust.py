@@ -63,9 +63,8 @@ def cases() -> list[Any]:
 
 def expected_message(claim: Json, kind: str, place: Json) -> str:
     user = place.get("user")
-    why = TEMPLATE_REASON if kind != "Pod" and claim.get("pods_only") is not None or (
-        kind != "Pod" and "why" in claim
-    ) else str(claim.get("why", "")).format(user=user)
+    cdi = "why" in claim  # a CDI claim: a template is never CDI's worker
+    why = TEMPLATE_REASON if cdi and kind != "Pod" else str(claim.get("why", "")).format(user=user)
     who = f" for requester {user}" if user else ""
     return str(claim["warning"]).format(who=who, cdi_why=why)
 
@@ -103,7 +102,9 @@ def test_warn_enforcement_turns_the_finding_into_a_warning() -> None:
     place = TABLE["places"]["untrusted namespace"]
     decision = pipeline.validate(subject(build("Pod", claim, "tenant-a"), user=place["user"]), VIEW, pol)
     assert decision.allowed
-    assert decision.warnings == [f"metadata.annotations[storage-affinity.io/role]: {expected_message(claim, 'Pod', place)}"]
+    assert decision.warnings == [
+        f"metadata.annotations[storage-affinity.io/role]: {expected_message(claim, 'Pod', place)}"
+    ]
 
 
 def test_default_policy_trusts_velero_and_one_setting_trusts_oadp() -> None:
@@ -157,7 +158,10 @@ def test_the_audit_finds_running_pods_holding_grants_they_are_not_trusted_for() 
     namespace holds them rightly; a CDI worker CDI made holds its VM's constraints rightly."""
     backup = TABLE["claims"][2]
     cdi_labels, cdi_owned = TABLE["claims"][4], TABLE["claims"][5]
-    follows = {"annotations": {"storage-affinity.io/follows-vm": "halted"}, "spec": {"tolerations": [{"operator": "Exists"}]}}
+    follows = {
+        "annotations": {"storage-affinity.io/follows-vm": "halted"},
+        "spec": {"tolerations": [{"operator": "Exists"}]},
+    }
     pods = [
         held(backup, "tenant-a", GRANTED),
         held(backup, "velero", GRANTED),
