@@ -5,6 +5,7 @@ Deployment's template, in every place."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from rules import pipeline
 from rules.audit import audit_objects
 from rules.model import Json, Severity
 from rules.policy import PolicyError, policy_from_document
+from tests.rules.test_datasource import state_objects, subject_object
 from tests.support import DATA, load_yaml, mutate_checked, subject, validate_strict, view_from
 
 TABLE = load_yaml(DATA / "trust" / "spoofed.yaml")
@@ -193,3 +195,20 @@ def test_the_audit_finds_running_pods_holding_grants_they_are_not_trusted_for() 
         ],
         [],
     ])  # fmt: skip
+
+
+def test_what_grants_nothing_beyond_the_namespace_keeps_working_for_an_untrusted_claim() -> None:
+    """Velero's DataUpload backup pod restored from a snapshot (tests/data/datasource/scope.yaml), moved with its
+    snapshot and claim into a tenant's namespace: the role's grants are gone, but the data-source placement, a
+    restriction to where the pod's own claim's data lives, is made as in Velero's namespace."""
+    case = next(c for c in load_yaml(DATA / "datasource" / "scope.yaml") if c["name"].startswith("a Velero DataUpload"))
+    obj, state = (
+        json.loads(json.dumps(value).replace('"velero"', '"tenant-a"'))
+        for value in (subject_object(case), state_objects(case["state"]))
+    )
+    assert obj["metadata"]["namespace"] == "tenant-a"
+    mutation, _ = mutate_checked(obj, view_from(*state), policy_from_document({}))
+    assert mutation.patch == case["patch"]
+    assert [w.partition(" is not trusted")[0] for w in mutation.warnings] == [
+        "role backup (labels match roles.backup.selectors[0])"
+    ]
