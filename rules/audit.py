@@ -21,10 +21,13 @@ from datetime import datetime
 from typing import Any
 
 from rules import pipeline
+from rules.annotations import FOLLOWS_VM, LOAD_AFFINITY_APPLIED, NODE_AGENT_RESTRICTED
 from rules.causes import NO_NODE_AGENT, Stuck, StuckCause, duration, storage_role, stuck_cause, stuck_seconds
+from rules.checks.trust import FAMILY as ROLE_TRUST
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
+from rules.datasource.scope import FILLING_WORKERS, cdi_trust_problem, cdi_worker
 from rules.datasource.vm import vm_disk_problems
 from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
 from rules.loadaffinity.nodeagents import FAMILY as NODE_AGENT
@@ -143,6 +146,7 @@ def audit_object(
     if kind != "Pod" or not mutation.allowed:
         return report
     target = pipeline.pod_target(subject, policy, own_namespace)
+    report.findings += [AuditFinding(ROLE_TRUST, f, m, _severity(policy)) for f, m in untrusted_grants(target, policy)]
     report.role = storage_role(target)
     report.phase = str((obj.get("status") or {}).get("phase") or "Pending")
     node = str((obj.get("spec") or {}).get("nodeName") or "")
@@ -157,6 +161,36 @@ def audit_object(
         if problem is not None:
             report.findings.append(AuditFinding(NODE_AGENT, *problem, "warn"))
     return report
+
+
+def untrusted_grants(target: PodTarget, policy: Policy) -> list[tuple[str, str]]:
+    """(field, message) for each grant an existing pod holds for a role the policy does not trust it with: admitted
+    before the trust setting, while the webhook was down, or under another policy. The audit knows no requester,
+    so a pod trusted only by `trust.requesters` is reported too."""
+    annotations = target.metadata.get("annotations") or {}
+    at = target.field("metadata.annotations")
+    role = target.role
+    if role.role is not None and not role.trusted:
+        whose = f"role {role.role}, which is not trusted in namespace {target.namespace}"
+        held = [(f"{at}[{key}]", f"{key} was granted") for key in (LOAD_AFFINITY_APPLIED, NODE_AGENT_RESTRICTED)
+                if key in annotations]  # fmt: skip
+        tolerations = [t for t in target.spec.get("tolerations") or () if t in policy.tolerations]
+        if tolerations:
+            keys = ", ".join(sorted({str(t.get("key") or "(every taint)") for t in tolerations}))
+            held.append((target.field("spec.tolerations"), f"the policy's tolerations ({keys}) were granted"))
+        return [(field, f"{what} to {whose}") for field, what in held]
+    component = cdi_worker(target.metadata)
+    held_vm = component in FILLING_WORKERS and FOLLOWS_VM in annotations and not role.unplaced
+    if held_vm and (why := cdi_trust_problem(policy, target, None)):
+        return [
+            (f"{at}[{FOLLOWS_VM}]", f"a VM's tolerations and placement were granted to a CDI worker's labels: {why}")
+        ]
+    return []
+
+
+def _severity(policy: Policy) -> str:
+    """An audit finding of the role-trust family, with the policy's enforcement for it."""
+    return policy.enforcement_for(ROLE_TRUST)
 
 
 def _stuck(

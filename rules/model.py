@@ -56,6 +56,9 @@ class Subject:
     old: Json | None = None
     dry_run: bool = False
     group: str = ""
+    #: The requester's user name (`userInfo.username`); None where no API server said who asks (`review` of a
+    #: bare manifest, the audit), so only namespace trust applies.
+    user: str | None = None
 
 
 @dataclass

@@ -153,7 +153,7 @@ def pod_target(subject: Subject, policy: Policy, own_namespace: str) -> PodTarge
         pod, base = template_of(obj, path), ".".join(path)
         spec = template_spec(subject.kind, obj, pod)
     metadata = pod.get("metadata") or {}
-    role = classify(metadata, namespace, policy, own_namespace)
+    role = classify(metadata, namespace, policy, own_namespace, subject.user)
     return PodTarget(subject.kind, namespace, metadata, spec, builder, role, base)
 
 

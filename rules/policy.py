@@ -74,9 +74,26 @@ class Policy:
     node_local_drivers: frozenset[str] = frozenset()
     zone_following_drivers: frozenset[str] = frozenset()
     cdi_follow_vm: bool = True
+    #: `trust.namespaces`; None when unset: Velero's namespace alone.
+    trust_namespaces: frozenset[str] | None = None
+    trust_requesters: frozenset[str] = frozenset()
+    cdi_requesters: frozenset[str] = frozenset()
 
     def enforcement_for(self, family: str) -> str:
         return self.family_enforcement.get(family, self.enforcement)
+
+    @property
+    def velero_namespace(self) -> str:
+        """Velero's namespace when no pod says it: `nodeAgent.namespace`, else that of Velero's node-agent ConfigMap
+        the policy reads, else `velero`, where Velero installs by default."""
+        if self.node_agent_namespace:
+            return self.node_agent_namespace
+        return self.load_affinity_source[0] if self.load_affinity_source else "velero"
+
+    @property
+    def trusted_namespaces(self) -> frozenset[str]:
+        """Where the roles that grant (backup, restore) are trusted: `trust.namespaces`, else Velero's namespace."""
+        return self.trust_namespaces if self.trust_namespaces is not None else frozenset({self.velero_namespace})
 
 
 def format_problem(problem: Problem) -> str:
@@ -151,6 +168,8 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
     source_cm = (doc.get("loadAffinitySource") or {}).get("configMap")
     data_source = section("dataSource")
     node_agent = section("nodeAgent")
+    trust = section("trust")
+    cdi = section("cdi")
     return Policy(
         enforcement=doc.get("enforcement", base["enforcement"]),
         on_lookup_failure=doc.get("onLookupFailure", base["onLookupFailure"]),
@@ -173,7 +192,10 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
         data_source_scope=data_source["scope"],
         node_local_drivers=frozenset(data_source["nodeLocalDrivers"]),
         zone_following_drivers=frozenset(data_source["zoneFollowingDrivers"]),
-        cdi_follow_vm=bool(section("cdi")["followVM"]),
+        cdi_follow_vm=bool(cdi["followVM"]),
+        trust_namespaces=frozenset(trust["namespaces"]) if trust.get("namespaces") is not None else None,
+        trust_requesters=frozenset(trust["requesters"]),
+        cdi_requesters=frozenset(cdi["requesters"]),
     )
 
 
@@ -279,11 +301,14 @@ def _said_better(path: str, semantic: list[Problem]) -> bool:
 
 def _semantic_problems(doc: Mapping[str, Any]) -> list[Problem]:
     problems: list[Problem] = []
-    namespaces = doc.get("excludedNamespaces")
-    if isinstance(namespaces, list):
-        for i, ns in enumerate(namespaces):
-            if isinstance(ns, str) and (err := dns1123_label_error(ns)) is not None:
-                problems.append((f"excludedNamespaces[{i}]", err))
+    problems.extend(_namespace_problems(doc.get("excludedNamespaces"), "excludedNamespaces"))
+    trust = doc.get("trust")
+    if isinstance(trust, Mapping):
+        problems.extend(_namespace_problems(trust.get("namespaces"), "trust.namespaces"))
+        problems.extend(_requester_problems(trust.get("requesters"), "trust.requesters"))
+    cdi = doc.get("cdi")
+    if isinstance(cdi, Mapping):
+        problems.extend(_requester_problems(cdi.get("requesters"), "cdi.requesters"))
     roles = doc.get("roles")
     if isinstance(roles, Mapping):
         for role, spec in roles.items():
@@ -320,4 +345,39 @@ def _semantic_problems(doc: Mapping[str, Any]) -> list[Problem]:
         for i, toleration in enumerate(tolerations):
             if isinstance(toleration, Mapping):
                 problems.extend(toleration_problems(toleration, f"tolerations[{i}]"))
+    return problems
+
+
+def _namespace_problems(namespaces: Any, at: str) -> list[Problem]:
+    if not isinstance(namespaces, list):
+        return []
+    return [
+        (f"{at}[{i}]", err)
+        for i, ns in enumerate(namespaces)
+        if isinstance(ns, str) and (err := dns1123_label_error(ns)) is not None
+    ]
+
+
+SERVICE_ACCOUNT_USER = "system:serviceaccount:"
+
+
+def _requester_problems(requesters: Any, at: str) -> list[Problem]:
+    """A service account's user name must name a namespace and an account the API server could send."""
+    if not isinstance(requesters, list):
+        return []
+    problems: list[Problem] = []
+    for i, user in enumerate(requesters):
+        if not isinstance(user, str):
+            continue
+        if not user or len(user.split()) != 1 or user != user.strip():
+            problems.append((f"{at}[{i}]", f'"{clip(user)}" is not a user name (userInfo.username, no spaces)'))
+            continue
+        if not user.startswith(SERVICE_ACCOUNT_USER):
+            continue
+        namespace, _, name = user.removeprefix(SERVICE_ACCOUNT_USER).partition(":")
+        err = dns1123_label_error(namespace) or dns1123_subdomain_error(name)
+        if err is not None:
+            problems.append(
+                (f"{at}[{i}]", f"{clip(user)} is not system:serviceaccount:<namespace>:<name> with valid names: {err}")
+            )
     return problems

@@ -12,6 +12,7 @@ from rules.checks.annotations import own_annotations
 from rules.checks.disk import disk_annotations
 from rules.checks.placement import placement_consistency
 from rules.checks.policy import policy_config_map
+from rules.checks.trust import role_trust
 from rules.context import Context, PodTarget
 from rules.coscheduling.mutation import mutate_mover
 from rules.coscheduling.validation import check_co_scheduling
@@ -39,6 +40,7 @@ POD_MUTATORS: list[Rule] = [
 ]
 
 POD_VALIDATORS: list[Rule] = [
+    role_trust,
     own_annotations,
     check_co_scheduling,
     load_affinity_annotations,
@@ -49,9 +51,10 @@ POD_VALIDATORS: list[Rule] = [
 
 #: Validating rules for the pod template of a workload (rules/kube/workloads.py) other than a Job being created:
 #: those that need no node, no live claim and no cluster state, since its pods come later, on whatever nodes and
-#: claims exist then. Unknown `storage-affinity.io/*` keys and values (the role, the load-affinity JSON) and the
-#: disk annotations' grammar and contradictions.
+#: claims exist then. A role claimed where the policy does not trust it; unknown `storage-affinity.io/*` keys and
+#: values (the role, the load-affinity JSON) and the disk annotations' grammar and contradictions.
 TEMPLATE_VALIDATORS: list[Rule] = [
+    role_trust,
     own_annotations,
     disk_annotations,
 ]

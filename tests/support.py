@@ -53,7 +53,8 @@ def app_client(runtime: Runtime | None = None, **app_args: Any) -> FlaskClient:
     return create_app(runtime or example_runtime(), **app_args).test_client()
 
 
-def subject(obj: Json, operation: str = "CREATE", old: Json | None = None) -> Subject:
+def subject(obj: Json, operation: str = "CREATE", old: Json | None = None, user: str | None = None) -> Subject:
+    """The subject the API server would describe; `user` is its `userInfo.username` (None: not said)."""
     api_version = str(obj.get("apiVersion", "v1"))
     return Subject(
         kind=str(obj["kind"]),
@@ -63,6 +64,7 @@ def subject(obj: Json, operation: str = "CREATE", old: Json | None = None) -> Su
         obj=obj,
         old=old,
         group=api_version.rpartition("/")[0],
+        user=user,
     )
 
 
@@ -110,12 +112,14 @@ def check_patch(original: Json, patch: list[Json]) -> Json:
     return result
 
 
-def mutate_checked(obj: Json, view: Any, pol: Policy | None = None, own_namespace: str = "") -> tuple[Decision, Json]:
+def mutate_checked(
+    obj: Json, view: Any, pol: Policy | None = None, own_namespace: str = "", user: str | None = None
+) -> tuple[Decision, Json]:
     """Mutate, check the patch, and check that reviewing the result again yields no patch (idempotence)."""
     pol = pol or default_policy()
-    decision = pipeline.mutate(subject(obj), view, pol, own_namespace)
+    decision = pipeline.mutate(subject(obj, user=user), view, pol, own_namespace)
     result = check_patch(obj, decision.patch)
-    again = pipeline.mutate(subject(result), view, pol, own_namespace)
+    again = pipeline.mutate(subject(result, user=user), view, pol, own_namespace)
     assert again.patch == [], f"re-review produced a patch: {again.patch}"
     return decision, result
 

@@ -4,6 +4,11 @@ two dictionary lookups and nothing more.
 CDI's worker pods are recognised as CDI builds them (kubevirt/containerized-data-importer
 pkg/controller/import-controller.go, upload-controller.go, clone-controller.go): label
 `app: containerized-data-importer` and `cdi.kubevirt.io: importer | cdi-upload-server | cdi-clone-source`.
+
+Labels are anyone's to write, so they only claim the role. A worker is trusted with a VM's constraints when it is
+what CDI alone creates: a Pod controlled (owner reference, `controller: true`) by the claim it fills, as
+makeImporterPodSpec and the upload controller build it, and, where the API server says who asks, created by CDI's
+controller service account (policy `cdi.requesters`).
 """
 
 from __future__ import annotations
@@ -13,11 +18,15 @@ from typing import Any
 
 from rules.context import PodTarget
 from rules.policy import Policy
+from rules.quoting import clip
 
 CDI_APP = ("app", "containerized-data-importer")
 CDI_COMPONENT = "cdi.kubevirt.io"
 #: The component label values of the pods that write a disk: they are the first consumer of its claim.
 CDI_WORKERS = frozenset({"importer", "cdi-upload-server", "cdi-clone-source"})
+#: The workers that fill the claim they mount, so the only ones that follow a VM. A clone source pod reads a bound
+#: source in the source's namespace, where CDI can give it no owner reference (it names its owner in an annotation).
+FILLING_WORKERS = frozenset({"importer", "cdi-upload-server"})
 
 
 def cdi_worker(metadata: Mapping[str, Any]) -> str | None:
@@ -39,3 +48,32 @@ def in_scope(policy: Policy, target: PodTarget) -> bool:
     if scope == "roles":
         return cdi_worker(target.metadata) is not None and not target.role.unplaced
     return not target.role.unplaced
+
+
+def cdi_trust_problem(policy: Policy, target: PodTarget, requester: str | None) -> str:
+    """Why a pod labelled as a CDI worker that fills a claim is not trusted as one ("" when it is)."""
+    if target.is_template:
+        return "CDI creates its workers as Pods, never from a template"
+    claims = {
+        str((volume.get("persistentVolumeClaim") or {}).get("claimName") or "")
+        for volume in target.spec.get("volumes") or ()
+        if isinstance(volume, Mapping)
+    }
+    owned = any(
+        isinstance(owner, Mapping)
+        and owner.get("controller") is True
+        and owner.get("kind") == "PersistentVolumeClaim"
+        and owner.get("apiVersion") == "v1"
+        and owner.get("name") in claims
+        for owner in target.metadata.get("ownerReferences") or ()
+    )
+    if not owned:
+        return "it is not controlled by a claim it mounts, as CDI's workers are"
+    if requester is not None and requester not in policy.cdi_requesters:
+        return f"requester {clip(requester)} is not one of the policy's cdi.requesters"
+    return ""
+
+
+def untrusted_cdi_worker(component: str, why: str) -> str:
+    """The warning and finding for a pod labelled as a CDI worker that is not trusted as one."""
+    return f"labels claim a CDI {component} pod, not trusted: {why}; no VM's tolerations or placement applied"

@@ -45,6 +45,7 @@ from rules.memo import Memo
 from rules.messages import counted
 from rules.model import Json
 from rules.policy import Policy
+from rules.roles import untrusted_role
 from rules.safeload import JsonError, load_json
 
 GLOBAL = "*"
@@ -71,6 +72,10 @@ def mutate_restore(ctx: Context, target: PodTarget) -> None:
 
 
 def _mutate(ctx: Context, target: PodTarget, role: str) -> None:
+    if not target.role.trusted:  # the operator's tolerations and nodes go only where its `trust` says
+        ctx.warn(untrusted_role(target.role, target.namespace, ctx.subject.user))
+        ctx.reason(f"load affinity: not applied, role {role} is not trusted in namespace {target.namespace}")
+        return
     scope = _place(ctx, target, role)
     if scope is not None:
         restrict_to_node_agents(ctx, target, scope)

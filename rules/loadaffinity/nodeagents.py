@@ -61,14 +61,6 @@ def velero_namespace(policy: Policy, pod_namespace: str) -> str:
     return policy.node_agent_namespace or pod_namespace
 
 
-def default_velero_namespace(policy: Policy) -> str:
-    """Velero's namespace when no pod says it (ConfigMaps, the audit's gauge): the policy's `nodeAgent.namespace`,
-    else that of Velero's node-agent ConfigMap it reads, else `velero`, where Velero installs by default."""
-    if policy.node_agent_namespace:
-        return policy.node_agent_namespace
-    return policy.load_affinity_source[0] if policy.load_affinity_source else "velero"
-
-
 def node_agent_ready(view: ClusterView, namespace: str, node: str) -> bool | None:
     """Whether `node` runs a Ready node-agent of the Velero in `namespace`; None when none is known there at all
     (the webhook cannot tell where they run, so it claims nothing)."""

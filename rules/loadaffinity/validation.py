@@ -15,7 +15,7 @@ from rules.annotations import LOAD_AFFINITY, STORAGE_CLASS
 from rules.context import Context, PodTarget
 from rules.kube.selectors import Problem
 from rules.loadaffinity.entries import backup_pvc_cluster_problems, entry_cluster_problems
-from rules.loadaffinity.nodeagents import default_velero_namespace, entry_node_agent_problems, velero_namespace
+from rules.loadaffinity.nodeagents import entry_node_agent_problems, velero_namespace
 from rules.loadaffinity.velero import config_document, config_problems
 from rules.model import Json, Severity
 from rules.policy import POLICY_KEY, POLICY_LABEL, PolicyError, policy_from_config_map
@@ -63,7 +63,7 @@ def policy_config_map_cluster(ctx: Context, config_map: Json) -> None:
     base = f"data[{POLICY_KEY}]"
     _warn(ctx, entry_cluster_problems(policy.load_affinity, f"{base}.loadAffinity", ctx.view))
     _warn(ctx, backup_pvc_cluster_problems(policy.backup_pvc, f"{base}.backupPVC", ctx.view))
-    agents_in = default_velero_namespace(policy)
+    agents_in = policy.velero_namespace
     _warn(ctx, entry_node_agent_problems(policy.load_affinity, f"{base}.loadAffinity", ctx.view, policy, agents_in))
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import jsonpatch
 import pytest
+import yaml
 
 from rules.policy import default_policy
 from testkit.fakeapi import running_fake_api
@@ -18,12 +19,19 @@ from testkit.reviews import admission_review
 from testkit.server import Server, running_server
 from tests.support import EXAMPLES, load_yaml, manifest_objects, validate_strict
 from tests.webhook.review_checks import check_response, patch_of
+from webhook.app.codec import fit_warning
 from webhook.cli.review import as_request, review
 from webhook.state.static import load_static_state
 
 pytestmark = pytest.mark.e2e
 
 NODE = "ip-10-0-1-17.ec2.internal"
+
+
+#: The requester of CDI's worker pods: its controller's service account (the embedded policy's cdi.requesters).
+CDI_CONTROLLER = "system:serviceaccount:cdi:cdi-sa"
+VELERO = "system:serviceaccount:velero:velero"
+TENANT = "system:serviceaccount:tenant-a:default"
 
 
 def as_review(obj: dict[str, Any], uid: str) -> dict[str, Any]:
@@ -111,7 +119,8 @@ def test_live_state_places_a_snapshot_mover_and_absent_crds_change_nothing(tmp_p
                     break
                 time.sleep(0.1)
             check_response(as_review(mover, "ds-0"), answer, mutating=True)
-            followed = session.post(live.url + "/mutate", json=as_review(importer, "ds-1"), timeout=10).json()
+            by_cdi = admission_review("CREATE", importer, uid="ds-1", userInfo={"username": CDI_CONTROLLER})
+            followed = session.post(live.url + "/mutate", json=by_cdi, timeout=10).json()
             readiness = session.get(live.url + "/readyz?verbose", timeout=10)
     placed = jsonpatch.apply_patch(copy.deepcopy(mover), patch_of(answer["response"]))
     worker = jsonpatch.apply_patch(copy.deepcopy(importer), patch_of(followed["response"]))
@@ -129,3 +138,40 @@ def test_live_state_places_a_snapshot_mover_and_absent_crds_change_nothing(tmp_p
             "claim volsync-db-backup-src not placed by its data source: "
             "VolumeSnapshot shop/volsync-db-backup-src does not exist"
         ]
+
+
+def test_a_backup_role_is_granted_only_where_trusted_over_tls(tmp_path: Path) -> None:
+    """The issue's tenant, through the real server: Velero's backup pod copied into a tenant's namespace gets no
+    toleration, a warning naming the role, the namespace, the requester and the setting, and the validating webhook
+    refuses it (family roleTrust); in Velero's namespace, or from a requester the policy trusts, it gets them."""
+    policy = {**load_yaml(EXAMPLES / "policy-load-affinity.yaml"), "trust": {"requesters": [VELERO]}}
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy))
+    backup = load_yaml(EXAMPLES / "backup-pod.yaml")
+    tenant = copy.deepcopy(backup)
+    tenant["metadata"]["namespace"] = "tenant-a"
+    toleration = policy["tolerations"][0]
+    args = ("--cluster", str(EXAMPLES / "cluster.yaml"), "--policy", str(tmp_path / "policy.yaml"))
+    with running_server(tmp_path, *args) as srv, srv.session() as session:
+
+        def ask(path: str, pod: dict[str, Any], user: str) -> dict[str, Any]:
+            body = admission_review("CREATE", pod, userInfo={"username": user})
+            answer: dict[str, Any] = session.post(srv.url + path, json=body, timeout=10).json()
+            check_response(body, answer, mutating=path == "/mutate")
+            response: dict[str, Any] = answer["response"]
+            return response
+
+        own = ask("/mutate", backup, "system:serviceaccount:velero:velero-node-agent")
+        spoofed = ask("/mutate", tenant, TENANT)
+        refused = ask("/validate", tenant, TENANT)
+        trusted = ask("/mutate", tenant, VELERO)
+    assert toleration in jsonpatch.apply_patch(copy.deepcopy(backup), patch_of(own))["spec"]["tolerations"]
+    assert patch_of(spoofed) == []
+    warning = (
+        f"role backup (labels match roles.backup.selectors[0]) is not trusted in namespace tenant-a for requester "
+        f"{TENANT}: none of its tolerations or placement applied (the policy's trust.namespaces or trust.requesters "
+        "trusts it)"
+    )
+    assert spoofed["warnings"] == fit_warning(warning)
+    assert (refused["allowed"], refused["status"]["code"]) == (False, 422)
+    assert f"metadata.labels: {warning}" in refused["status"]["message"]
+    assert toleration in jsonpatch.apply_patch(copy.deepcopy(tenant), patch_of(trusted))["spec"]["tolerations"]

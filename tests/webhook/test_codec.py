@@ -119,6 +119,8 @@ def test_warnings_total_stays_within_what_the_api_server_keeps() -> None:
         (encode(review(obj=None)), "request.object is required for CREATE"),
         (encode(review(obj=[1])), "request.object must be an object"),
         (encode(review(dryRun="yes")), "request.dryRun must be true or false"),
+        (encode(review(userInfo="velero")), "request.userInfo must be an object"),
+        (encode(review(userInfo={"username": 7})), "request.userInfo.username must be a string"),
         (b"[" * 100000 + b"]" * 100000, "request body is not usable JSON: nested too deeply"),
     ],
 )
@@ -127,3 +129,19 @@ def test_bad_bodies_name_the_problem(body: bytes, message: str) -> None:
         decode_review(body)
     assert err.value.status == 400
     assert err.value.message == message
+
+
+@pytest.mark.parametrize(
+    ("extra", "user"),
+    [
+        ({"userInfo": {"username": "system:serviceaccount:velero:velero", "groups": ["system:serviceaccounts"]}},
+         "system:serviceaccount:velero:velero"),
+        ({"userInfo": {"groups": ["system:authenticated"]}}, None),
+        ({"userInfo": {"username": ""}}, None),
+        ({}, None),
+    ],
+)  # fmt: skip
+def test_the_requester_is_the_user_name_the_api_server_sends(extra: dict[str, Any], user: str | None) -> None:
+    """The policy's trust.requesters and cdi.requesters match `userInfo.username`; without one, only namespace
+    (and for CDI workers, owner) trust applies."""
+    assert decode_review(encode(review(**extra))).subject.user == user

@@ -98,6 +98,7 @@ def request_from_document(doc: Any) -> AdmissionRequest:
     dry_run = request.get("dryRun", False)
     if dry_run is not None and not isinstance(dry_run, bool):
         raise ReviewError("request.dryRun must be true or false")
+    user = _username(request.get("userInfo"))
     return AdmissionRequest(
         api_version=str(api_version),
         uid=uid,
@@ -110,8 +111,21 @@ def request_from_document(doc: Any) -> AdmissionRequest:
             old=dict(old) if old is not None else None,
             dry_run=bool(dry_run),
             group=str(kind.get("group") or ""),
+            user=user,
         ),
     )
+
+
+def _username(user_info: Any) -> str | None:
+    """`userInfo.username`, which the policy's `trust.requesters` and `cdi.requesters` match; None when absent."""
+    if user_info is None:
+        return None
+    if not isinstance(user_info, Mapping):
+        raise ReviewError("request.userInfo must be an object")
+    name = user_info.get("username")
+    if name is not None and not isinstance(name, str):
+        raise ReviewError("request.userInfo.username must be a string")
+    return name or None
 
 
 def build_response(request: AdmissionRequest, decision: Decision, *, mutating: bool) -> Json:

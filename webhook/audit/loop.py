@@ -29,7 +29,7 @@ from rules.audit import ObjectAudit, audit_objects
 from rules.causes import CODES
 from rules.cluster import LookupFailed
 from rules.loadaffinity.mutation import source_settings
-from rules.loadaffinity.nodeagents import default_velero_namespace, entry_nodes
+from rules.loadaffinity.nodeagents import entry_nodes
 from rules.model import Json
 from webhook import metrics
 from webhook.audit.lease import LeaseElector
@@ -166,7 +166,7 @@ class AuditLoop:
         runtime = self.runtime
         try:
             settings, _ = source_settings(runtime.view, runtime.policy)
-            found = entry_nodes(settings.load_affinity, runtime.view, default_velero_namespace(runtime.policy))
+            found = entry_nodes(settings.load_affinity, runtime.view, runtime.policy.velero_namespace)
         except LookupFailed:
             return  # not synced yet: the next run publishes
         series: dict[tuple[str, str, str], int] = {}

@@ -255,11 +255,27 @@ CREATE the placement of any pod with a node name, a nodeSelector or required nod
 (request.operation == 'UPDATE' && has(oldObject.metadata) && {{ include "saw.celReadAnnotations" "oldObject.metadata" }}) || (request.operation == 'CREATE' && has(object.spec) && (has(object.spec.nodeName) || has(object.spec.nodeSelector) || (has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution))))
 {{- end }}
 
+{{/* CEL: metadata (the path in $meta) claims a role by its labels: they match a role selector of the policy, or
+carry CDI's worker label. The template rules report a role claimed where the policy does not trust it. */}}
+{{- define "saw.celClaimsRole" -}}
+{{- $root := index . 0 }}
+{{- $meta := index . 1 }}
+{{- $parts := list (printf "(has(%s.labels) && 'app' in %s.labels && %s.labels['app'] == 'containerized-data-importer')" $meta $meta $meta) }}
+{{- range $role, $spec := ($root.Values.policy.roles | default dict) }}
+{{- range (($spec | default dict).selectors | default list) }}
+{{- $parts = append $parts (include "saw.celSelector" (list $meta .)) }}
+{{- end }}
+{{- end }}
+{{- join " || " $parts }}
+{{- end }}
+
 {{/* CEL, workloads: the pod template (spec.template of a Deployment, StatefulSet, DaemonSet, ReplicaSet or Job,
-spec.jobTemplate.spec.template of a CronJob) carries an annotation the template rules read. */}}
+spec.jobTemplate.spec.template of a CronJob) carries an annotation the template rules read, or claims a role. */}}
 {{- define "saw.celTemplateAnnotations" -}}
 {{- $job := "object.spec.jobTemplate" -}}
-(has(object.spec) && has(object.spec.template) && has(object.spec.template.metadata) && {{ include "saw.celReadAnnotations" "object.spec.template.metadata" }}) || (has(object.spec) && has({{ $job }}) && has({{ $job }}.spec) && has({{ $job }}.spec.template) && has({{ $job }}.spec.template.metadata) && {{ include "saw.celReadAnnotations" (printf "%s.spec.template.metadata" $job) }})
+{{- $meta := "object.spec.template.metadata" -}}
+{{- $jobMeta := printf "%s.spec.template.metadata" $job -}}
+(has(object.spec) && has(object.spec.template) && has({{ $meta }}) && ({{ include "saw.celReadAnnotations" $meta }} || {{ include "saw.celClaimsRole" (list . $meta) }})) || (has(object.spec) && has({{ $job }}) && has({{ $job }}.spec) && has({{ $job }}.spec.template) && has({{ $jobMeta }}) && ({{ include "saw.celReadAnnotations" $jobMeta }} || {{ include "saw.celClaimsRole" (list . $jobMeta) }}))
 {{- end }}
 
 {{/* CEL, workloads: a creation, or an update that changes the pod template (for a CronJob, its job template). */}}
