@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rules.kube.shapes import object_problems
+from rules.messages import plural
 from rules.model import Json
 from rules.safeload import DocumentError, iter_objects, load_documents, unreadable
 from webhook import metrics
@@ -61,7 +62,7 @@ def state_of(manifests: Iterable[tuple[str, Json]]) -> ClusterIndex:
 
 def resource_name(kind: str) -> str:
     """The API's resource name of a kind (lower case plural), which labels the live watches' cache series."""
-    return kind.lower() + ("es" if kind.endswith("s") else "s")
+    return plural(kind).lower()
 
 
 class StaticCacheGauges:
