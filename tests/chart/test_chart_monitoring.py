@@ -227,6 +227,7 @@ def _runbook_sections() -> dict[str, str]:
 def test_every_alert_links_its_runbook_section() -> None:
     sections = _runbook_sections()
     rules = alerts(rule_groups())
+    assert sorted({github_anchor(name) for name in rules} - set(sections)) == [], "alerts without a runbook"
     for name, rule in rules.items():
         base, _, anchor = rule["annotations"]["runbook_url"].partition("#")
         assert base == RUNBOOKS
