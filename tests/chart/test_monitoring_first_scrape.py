@@ -32,6 +32,8 @@ from tests.chart.monitoring_helpers import (
     variable_queries,
 )
 from tests.state.objects import node, storage_class
+from webhook.state.index import KINDS
+from webhook.state.static import resource_name
 
 pytestmark = pytest.mark.e2e
 
@@ -128,9 +130,10 @@ def test_first_scrape_has_the_report_squatters_series_at_zero(first_exposition: 
 
 def test_a_static_server_has_every_kind_synced_from_its_first_scrape(static_exposition: str) -> None:
     """The files are read whole before the first connection: StorageAffinityWebhookCacheNotSynced never fires, and
-    the cache panels show each kind under the resource name the live watches use."""
-    resources = {"pods", "persistentvolumeclaims", "persistentvolumes", "storageclasses", "nodes", "configmaps"}
-    resources |= {"volumesnapshots", "volumesnapshotcontents", "virtualmachines", "datavolumes"}
+    the cache panels show each kind the index holds under the resource name the live watches use (the names:
+    tests/state/test_static_cache.py)."""
+    resources = {resource_name(kind) for kind in KINDS}
+    assert {"pods", "persistentvolumeclaims", "storageclasses", "volumesnapshotcontents"} <= resources
     assert samples(static_exposition, "storage_affinity_cache_synced") == dict.fromkeys(resources, 1.0)
     ages = samples(static_exposition, "storage_affinity_cache_age_seconds")
     assert set(ages) == resources
