@@ -146,7 +146,8 @@ def table_cases(where: Path, keys: set[str] | None = None, *, section: str = "",
 def check_table_case(case: Json, view: Any, pol: Policy, obj: Json) -> Decision:
     """A placement table's case: the mutation (checked as `mutate_checked` does) gives the case's `patch`,
     `warnings`, `reasons` (each a part of one) and `audit`; validating the result denies exactly its
-    `violations`. Returns the validation, for what a table checks beyond that."""
+    `violations` and warns exactly its `validation_warnings` (both `{field, message}`), which are all the warnings
+    the validating webhook answers. Returns the validation, for what a table checks beyond that."""
     mutation, result = mutate_checked(obj, view, pol)
     assert mutation.patch == case["patch"]
     assert mutation.warnings == case.get("warnings", [])
@@ -158,6 +159,9 @@ def check_table_case(case: Json, view: Any, pol: Policy, obj: Json) -> Decision:
     denials = [{"field": f.field, "message": f.message} for f in validation.findings if f.severity is Severity.DENY]
     assert denials == case.get("violations", [])
     assert validation.allowed == (not denials)
+    warned = [f for f in validation.findings if f.severity is Severity.WARN]
+    assert [{"field": f.field, "message": f.message} for f in warned] == case.get("validation_warnings", [])
+    assert validation.warnings == [f.text() for f in warned]
     return validation
 
 

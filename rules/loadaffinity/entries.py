@@ -18,6 +18,7 @@ from rules.cluster import ClusterView
 from rules.kube.names import dns1123_subdomain_error
 from rules.kube.nodeaffinity import NODE_OPERATORS, label_selector_term, term_matches, terms_key
 from rules.kube.selectors import Problem, selector_problems, type_name
+from rules.messages import counted
 from rules.model import Json
 from rules.suggest import unknown_field
 
@@ -139,7 +140,10 @@ def entry_cluster_problems(entries: Iterable[Any], path: str, view: ClusterView)
             term = label_selector_term(selector)
             if not nodes.any_fits(("term", terms_key([term])), partial(term_matches, term), [[term]]):
                 problems.append(
-                    (f"{at}.nodeSelector", f"matches none of the {len(nodes)} known nodes: pods stay Pending")
+                    (
+                        f"{at}.nodeSelector",
+                        f"matches none of the {counted(len(nodes), 'known node')}: pods stay Pending",
+                    )
                 )
     return problems
 

@@ -337,7 +337,9 @@ def apply_terms(ctx: Context, target: PodTarget, load: LoadTerms, pv_terms: Sequ
     nodes = ctx.view.node_set()
     result = combined.terms
     if len(nodes) and not nodes.any_fits(("terms", combined.key), lambda node: terms_match(result, node), [result]):
-        ctx.warn(f"load affinity leaves none of the {len(nodes)} known nodes for this pod: it would stay Pending")
+        ctx.warn(
+            f"load affinity leaves none of the {counted(len(nodes), 'known node')} for this pod: it would stay Pending"
+        )
 
 
 def add_tolerations(target: PodTarget, tolerations: Sequence[Json]) -> None:

@@ -47,6 +47,7 @@ from rules.kube.tolerations import node_tolerated, toleration_key
 from rules.loadaffinity.agents import NodeAgents
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.memo import Memo
+from rules.messages import counted
 from rules.model import Json
 from rules.policy import Policy
 
@@ -89,9 +90,10 @@ def restrict_to_node_agents(ctx: Context, target: PodTarget, scope: str) -> None
     found = split(ctx.view, agents, Constraints(terms, selector, tolerations), policy.node_agent_max_names)
     if not found.admissible or not found.without:
         return
-    counts = f"{found.without} of {found.admissible} nodes matching {scope}"
+    admissible = f"{counted(found.admissible, 'node')} matching {scope}"
+    counts = f"{found.without} of {admissible}"
     if not found.with_agent:
-        ctx.warn(f"no Ready node-agent on any of {found.admissible} nodes matching {scope}: the data mover would wait")
+        ctx.warn(f"no Ready node-agent on any of {admissible}: the data mover would wait")
         return
     if policy.node_agent_mode == WARN:
         ctx.warn(f"no Ready node-agent on {counts}: not restricted (nodeAgent.mode warn)")
@@ -255,7 +257,7 @@ def entry_node_agent_problems(
     return [
         (
             f"{path}[{found.index}].nodeSelector",
-            f"no Ready node-agent on any of the {found.matching} nodes it matches "
+            f"no Ready node-agent on any of the {counted(found.matching, 'node')} it matches "
             f"(StorageClass {found.storage_class or '*'}): its data movers would wait",
         )
         for found in entry_nodes(entries, view, namespace)

@@ -19,6 +19,7 @@ from tests.chart.chart_helpers import CHART, MONITORING, ROOT, one, render
 from tests.support import merged
 
 RUNBOOKS_DOC = ROOT / "docs" / "runbooks.md"
+OPERATIONS_DOC = ROOT / "docs" / "operations.md"
 DASHBOARD_FILE = CHART / "dashboards" / "storage-affinity-webhook.json"
 
 #: What Grafana puts in place of the dashboard's variables, for a Prometheus scraping every second: the job the

@@ -1,6 +1,6 @@
 """The monitoring objects: opt-in, valid against the Prometheus Operator's CRD schemas, wired to the Service and
-its certificate in every certificate mode, the dashboard ConfigMap carrying the chart's dashboard file, and a
-runbook section for every alert.
+its certificate in every certificate mode, the dashboard ConfigMap carrying the chart's dashboard file, and for
+every alert a runbook section and a row of docs/operations.md's table of alerts (and neither for another).
 
 Lint and the Kubernetes 1.30 schemas run over the `monitoring*` scenarios with every other one
 (test_chart_render.py); the alerts' behaviour is in test_monitoring_promtool.py and test_monitoring_prometheus.py.
@@ -35,6 +35,7 @@ from tests.chart.chart_helpers import (
     render_error,
 )
 from tests.chart.monitoring_helpers import (
+    OPERATIONS_DOC,
     RUNBOOKS_DOC,
     alerts,
     dashboard,
@@ -226,6 +227,7 @@ def _runbook_sections() -> dict[str, str]:
 def test_every_alert_links_its_runbook_section() -> None:
     sections = _runbook_sections()
     rules = alerts(rule_groups())
+    assert sorted({github_anchor(name) for name in rules} - set(sections)) == [], "alerts without a runbook"
     for name, rule in rules.items():
         base, _, anchor = rule["annotations"]["runbook_url"].partition("#")
         assert base == RUNBOOKS
@@ -233,6 +235,59 @@ def test_every_alert_links_its_runbook_section() -> None:
         parts = re.findall(r"^### (.+)$", sections[anchor], flags=re.M)
         assert parts == ["What it means", "How to check", "What to do"], name
     assert set(sections) == {github_anchor(name) for name in rules}, "a runbook for an alert that does not exist"
+
+
+ALERTS_TABLE_HEADER = ["Alert", "Fires when", "For", "Severity"]
+
+
+def alerts_table(text: str) -> dict[str, dict[str, str]]:
+    """The rows of the Markdown table of alerts (the one headed ALERTS_TABLE_HEADER), by the alert they name."""
+    lines = iter(line.strip() for line in text.splitlines())
+    for line in lines:
+        if _cells(line) == ALERTS_TABLE_HEADER:
+            break
+    else:
+        pytest.fail(f"no table headed {ALERTS_TABLE_HEADER}")
+    rows: dict[str, dict[str, str]] = {}
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        cells = dict(zip(ALERTS_TABLE_HEADER, _cells(line), strict=True))
+        if set(cells["Alert"]) <= set("-:"):
+            continue  # the alignment row
+        name = cells["Alert"].strip("`")
+        assert name not in rows, f"{name} twice in the table of alerts"
+        rows[name] = cells
+    return rows
+
+
+def _cells(line: str) -> list[str]:
+    """A table row's cells (a pipe escaped as `\\|` stays in its cell)."""
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip().removeprefix("|").removesuffix("|"))]
+
+
+def test_the_operations_table_lists_every_alert_and_no_other() -> None:
+    """docs/operations.md's table and the PrometheusRule name the same alerts, each with its `for` and severity
+    (the runbooks, the same way: test_every_alert_links_its_runbook_section)."""
+    rows = alerts_table(OPERATIONS_DOC.read_text())
+    rules = alerts(rule_groups())
+    assert sorted(set(rules) - set(rows)) == [], "alerts missing from docs/operations.md's table"
+    assert sorted(set(rows) - set(rules)) == [], "docs/operations.md's table lists alerts the PrometheusRule lacks"
+    for name, rule in rules.items():
+        assert (rows[name]["For"], rows[name]["Severity"]) == (rule["for"], rule["labels"]["severity"]), name
+
+
+def test_the_table_reader_takes_the_rows_under_the_header_only() -> None:
+    header = "| Alert | Fires when | For | Severity |\n|---|---|---|---|\n"
+    text = (
+        "| Other | table |\n\n  "
+        + header
+        + "  | `A` | x \\| y | 5m | warning |\n| `B` | z | 1m | info |\n\nOr | not |\n"
+    )
+    assert alerts_table(text) == {
+        "A": {"Alert": "`A`", "Fires when": "x \\| y", "For": "5m", "Severity": "warning"},
+        "B": {"Alert": "`B`", "Fires when": "z", "For": "1m", "Severity": "info"},
+    }
 
 
 def test_alerts_carry_summary_and_description() -> None:

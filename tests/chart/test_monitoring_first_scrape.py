@@ -1,9 +1,10 @@
-"""Every series an alert or a dashboard panel reads exists from the first scrape of a fresh server.
+"""Every series an alert or a dashboard panel reads exists from the first scrape of a fresh server, in both modes.
 
 A series born with its first event makes a panel show "No data" rather than 0, and `rate()` misses that first
-event (it needs a sample before it). A real server (gunicorn, two workers, TLS) runs in live mode against the fake
-API with its defaults (the audit on), and is scraped once, as soon as it is ready, before any review: every metric
-that any alert expression, dashboard panel or dashboard variable names must have a sample in that scrape.
+event (it needs a sample before it). A real server (gunicorn, two workers, TLS) runs with its defaults (the audit
+on) in each mode: live against the fake API, and static from `--cluster` manifests (what `make run` serves). Each
+is scraped once, as soon as it is ready, before any review: every metric that any alert expression, dashboard
+panel or dashboard variable names must have a sample in that scrape.
 
 The one exception is a series per configured object: `storage_affinity_load_affinity_nodes` has a series per
 loadAffinity entry in force, so with no entry it has none (its panel shows no row and its alert compares current
@@ -18,6 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from rules.causes import CODES
+from testkit import ROOT
 from testkit.fakeapi import running_fake_api
 from testkit.server import running_server
 from tests.chart.monitoring_helpers import (
@@ -30,6 +32,8 @@ from tests.chart.monitoring_helpers import (
     variable_queries,
 )
 from tests.state.objects import node, storage_class
+from webhook.state.index import KINDS
+from webhook.state.static import resource_name
 
 pytestmark = pytest.mark.e2e
 
@@ -37,6 +41,8 @@ _BOARD = dashboard()
 QUERIES = [*dashboard_queries(_BOARD, "saw"), *variable_queries(_BOARD), *alert_queries(rule_groups())]
 #: Metrics with a series per configured object, none without one (see the module docstring).
 PER_OBJECT = frozenset({"storage_affinity_load_affinity_nodes"})
+#: The cluster `make run` serves (the Makefile's CLUSTER).
+CLUSTER_EXAMPLE = ROOT / "examples" / "cluster.yaml"
 
 
 def sampled(exposition: str) -> set[str]:
@@ -44,13 +50,37 @@ def sampled(exposition: str) -> set[str]:
     return {sample.name for family in text_string_to_metric_families(exposition) for sample in family.samples}
 
 
+def first_scrape_of(tmp: Path, *args: str) -> str:
+    """The exposition of the server's first scrape, taken as soon as it is ready."""
+    with running_server(tmp, *args) as server, server.session() as session:
+        return str(session.get(server.url + "/metrics", timeout=10).text)
+
+
 @pytest.fixture(scope="module")
-def first_exposition(tmp_path_factory: pytest.TempPathFactory) -> str:
-    tmp: Path = tmp_path_factory.mktemp("first-scrape")
+def live_exposition(tmp_path_factory: pytest.TempPathFactory) -> str:
+    tmp: Path = tmp_path_factory.mktemp("first-scrape-live")
     with running_fake_api(node("n1"), storage_class("fast")) as api:
-        kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
-        with running_server(tmp, "--kubeconfig", str(kubeconfig)) as server, server.session() as session:
-            return str(session.get(server.url + "/metrics", timeout=10).text)
+        return first_scrape_of(tmp, "--kubeconfig", str(api.write_kubeconfig(tmp / "kubeconfig")))
+
+
+@pytest.fixture(scope="module")
+def static_exposition(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return first_scrape_of(tmp_path_factory.mktemp("first-scrape-static"), "--cluster", str(CLUSTER_EXAMPLE))
+
+
+@pytest.fixture(scope="module", params=["live", "static"])
+def first_exposition(request: pytest.FixtureRequest) -> str:
+    return str(request.getfixturevalue(f"{request.param}_exposition"))
+
+
+def samples(exposition: str, name: str) -> dict[str, float]:
+    """The value of each sample of a metric labelled by `resource`."""
+    return {
+        sample.labels["resource"]: sample.value
+        for family in text_string_to_metric_families(exposition)
+        for sample in family.samples
+        if sample.name == name
+    }
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +126,15 @@ def test_first_scrape_has_the_report_squatters_series_at_zero(first_exposition: 
         if sample.name == "storage_affinity_report_squatters"
     ]
     assert values == [0.0]
+
+
+def test_a_static_server_has_every_kind_synced_from_its_first_scrape(static_exposition: str) -> None:
+    """The files are read whole before the first connection: StorageAffinityWebhookCacheNotSynced never fires, and
+    the cache panels show each kind the index holds under the resource name the live watches use (the names:
+    tests/state/test_static_cache.py)."""
+    resources = {resource_name(kind) for kind in KINDS}
+    assert {"pods", "persistentvolumeclaims", "storageclasses", "volumesnapshotcontents"} <= resources
+    assert samples(static_exposition, "storage_affinity_cache_synced") == dict.fromkeys(resources, 1.0)
+    ages = samples(static_exposition, "storage_affinity_cache_age_seconds")
+    assert set(ages) == resources
+    assert all(age >= 0 for age in ages.values())

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from rules.model import Json, Severity
+from rules.model import Json
 from tests.support import DATA, check_table_case, load_yaml, merged, policy, table_cases, view_from
 
 CASES_DIR = DATA / "coschedule"
@@ -64,6 +64,4 @@ def test_case(case: Json) -> None:
     pol = policy(case.get("policy"))
     obj = subject_object(case)
 
-    validation = check_table_case(case, view, pol, obj)
-    warnings = [{"field": f.field, "message": f.message} for f in validation.findings if f.severity is Severity.WARN]
-    assert warnings == case.get("validation_warnings", [])
+    check_table_case(case, view, pol, obj)

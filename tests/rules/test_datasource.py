@@ -15,7 +15,8 @@ from tests.support import DATA, check_table_case, load_yaml, merged, policy, tab
 CASES_DIR = DATA / "datasource"
 LIBRARY = load_yaml(CASES_DIR / "library.yaml")
 CASE_KEYS = {
-    "name", "source", "state", "policy", "base", "pod", "job", "patch", "warnings", "violations", "reasons", "audit",
+    "name", "source", "state", "policy", "base", "pod", "job", "patch", "warnings", "violations",
+    "validation_warnings", "reasons", "audit",
 }  # fmt: skip
 
 
@@ -48,3 +49,15 @@ def test_case(case: Json) -> None:
     obj = subject_object(case)
 
     check_table_case(case, view, pol, obj)
+
+
+def test_a_case_that_leaves_out_a_validation_warning_fails() -> None:
+    """The harness compares the validating webhook's warnings too, not only its denials and the mutation's."""
+    [case] = [
+        p.values[0] for p in load_cases() if p.id == "snapshot:a nodeSelector that excludes the source's node is denied"
+    ]
+    assert case["validation_warnings"]
+    view, pol, obj = view_from(*state_objects(case["state"])), policy(case.get("policy")), subject_object(case)
+    check_table_case(case, view, pol, obj)
+    with pytest.raises(AssertionError):
+        check_table_case({**case, "validation_warnings": []}, view, pol, obj)

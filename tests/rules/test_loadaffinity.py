@@ -125,6 +125,13 @@ def test_policy_load_affinity_problems(case: Json) -> None:
     "case", table_cases(DATA / "loadaffinity" / "validation.yaml", POLICY_CONFIG_MAP_KEYS, section="policy_config_map")
 )
 def test_policy_config_map_cluster_warnings(case: Json) -> None:
+    decision = validate_policy_config_map(case["doc"], view_from(*CLUSTER))
+    assert decision.allowed
+    assert decision.warnings == case["warnings"]
+
+
+def validate_policy_config_map(doc: Json, view: Any) -> Any:
+    """The validating webhook's decision on the policy ConfigMap holding `doc`."""
     import yaml
 
     from rules import pipeline
@@ -138,11 +145,20 @@ def test_policy_config_map_cluster_warnings(case: Json) -> None:
             "namespace": "storage-affinity",
             "labels": {"storage-affinity.io/policy": "true"},
         },
-        "data": {"policy.yaml": yaml.safe_dump(case["doc"])},
+        "data": {"policy.yaml": yaml.safe_dump(doc)},
     }
-    decision = pipeline.validate(subject(cm), view_from(*CLUSTER), policy())
-    assert decision.allowed
-    assert decision.warnings == case["warnings"]
+    return pipeline.validate(subject(cm), view, policy())
+
+
+def test_a_count_of_one_known_node_is_singular() -> None:
+    """A count in a message agrees with its noun (rules.messages.counted), with one node known as with three."""
+    only_n1 = view_from(*(o for o in CLUSTER if o["kind"] != "Node" or o["metadata"]["name"] == "n1"))
+    doc = {"loadAffinity": [{"nodeSelector": {"matchLabels": {"beta.kubernetes.io/instance-type": "Standard_D16s"}}}]}
+    decision, _ = mutate_checked(build({"role": "backup", "claims": ["data-kibishii"]}), only_n1, policy(doc))
+    assert decision.warnings == ["load affinity leaves none of the 1 known node for this pod: it would stay Pending"]
+    assert validate_policy_config_map(doc, only_n1).warnings == [
+        "data[policy.yaml].loadAffinity[0].nodeSelector: matches none of the 1 known node: pods stay Pending"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -86,24 +86,36 @@ def _view(*extra: Json) -> Any:
     return view_from(*CLUSTER, *TABLE["nodes"], *TABLE["claims"], *extra)
 
 
-def test_policy_config_map_entry_without_node_agents_warns_with_class_and_counts() -> None:
+B4MS_STANDARD = {
+    "nodeSelector": {"matchLabels": {"beta.kubernetes.io/instance-type": "Standard_B4ms"}},
+    "storageClass": "standard",
+}
+
+
+@pytest.mark.parametrize(
+    ("entries", "ready", "counted"),
+    [(ENTRIES, "n1", "the 2 nodes"), ([B4MS_STANDARD], "n2", "the 1 node")],  # n2 and n4; n1 alone
+)
+def test_policy_config_map_entry_without_node_agents_warns_with_class_and_counts(
+    entries: Any, ready: str, counted: str
+) -> None:
     import yaml
 
     from rules import pipeline
     from tests.support import subject
 
-    doc = {"loadAffinity": ENTRIES, "nodeAgent": {"namespace": "velero"}}
+    doc = {"loadAffinity": entries, "nodeAgent": {"namespace": "velero"}}
     cm = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": "p", "namespace": "storage-affinity", "labels": {"storage-affinity.io/policy": "true"}},
         "data": {"policy.yaml": yaml.safe_dump(doc)},
     }
-    view = _view(agent_pod("n1", "ready"), agent_pod("n2", "unready"))
+    view = _view(*(agent_pod(node, "ready" if node == ready else "unready") for node in ("n1", "n2")))
     decision = pipeline.validate(subject(cm), view, policy())
     assert decision.allowed
     assert decision.warnings == [
-        "data[policy.yaml].loadAffinity[0].nodeSelector: no Ready node-agent on any of the 2 nodes it matches "
+        f"data[policy.yaml].loadAffinity[0].nodeSelector: no Ready node-agent on any of {counted} it matches "
         "(StorageClass standard): its data movers would wait"
     ]
     off = {**doc, "nodeAgent": {"mode": "off"}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from flask import Flask
@@ -15,7 +16,7 @@ from webhook.app.endpoints import ENDPOINTS, create_app
 from webhook.policy.file import load_policy_file
 from webhook.runtime import Runtime
 from webhook.settings import Settings
-from webhook.state.static import load_static_state
+from webhook.state.static import StaticCacheGauges, load_static_state
 
 if TYPE_CHECKING:
     from webhook.audit.lease import LeaseElector
@@ -29,6 +30,7 @@ def build_runtime(settings: Settings) -> Runtime:
     if settings.live:
         return _live_runtime(settings, policy, source)
     view = load_static_state(settings.cluster_files)
+    StaticCacheGauges(read_at=time.monotonic()).start()
     return Runtime(
         policy=policy, view=view, namespace=settings.namespace, cert_file=settings.cert, policy_source=source
     )

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rules.kube.shapes import object_problems
+from rules.messages import plural
 from rules.model import Json
 from rules.safeload import DocumentError, iter_objects, load_documents, unreadable
+from webhook import metrics
 from webhook.state.index import KINDS, ClusterIndex, bulk_ingest
+
+#: Seconds between two updates of a static server's cache age (the live server's tick is as often).
+AGE_EVERY = 5.0
 
 
 def load_static_state(paths: Iterable[str | Path]) -> ClusterIndex:
@@ -51,3 +58,34 @@ def state_of(manifests: Iterable[tuple[str, Json]]) -> ClusterIndex:
     if problems:
         raise DocumentError("; ".join(problems))
     return index
+
+
+def resource_name(kind: str) -> str:
+    """The API's resource name of a kind (lower case plural), which labels the live watches' cache series."""
+    return plural(kind).lower()
+
+
+class StaticCacheGauges:
+    """The cache series of a server on static state, the ones the live watches set: every kind the index holds is
+    synced from the start (the files are read whole before the first connection), and its age is the time since
+    they were read, for an alert, a panel or an operator's query reads them alike in both modes."""
+
+    def __init__(self, read_at: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.read_at, self.clock = read_at, clock
+        self.resources = tuple(resource_name(kind) for kind in KINDS)
+
+    def publish(self) -> None:
+        age = self.clock() - self.read_at
+        for resource in self.resources:
+            metrics.CACHE_SYNCED.labels(resource).set(1)
+            metrics.CACHE_AGE.labels(resource).set(age)
+
+    def start(self) -> None:
+        """Publish now, then keep the age current in this worker until it exits."""
+        self.publish()
+        threading.Thread(target=self._tick, name="cache-age", daemon=True).start()
+
+    def _tick(self) -> None:
+        while True:
+            time.sleep(AGE_EVERY)
+            self.publish()
