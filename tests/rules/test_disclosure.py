@@ -21,7 +21,8 @@ TABLE_PATH = DATA / "disclosure" / "cases.yaml"
 TABLE = load_yaml(TABLE_PATH)
 NOW = datetime.fromisoformat(TABLE["now"])
 CASE_KEYS = {
-    "name", "source", "state", "policy", "pod", "patch", "warnings", "violations", "reasons", "never", "same_as",
+    "name", "source", "state", "policy", "pod", "patch", "warnings", "validation_warnings", "violations", "reasons",
+    "never", "same_as",
 }  # fmt: skip
 CASES = table_cases(TABLE_PATH, CASE_KEYS, section="cases", sourced=True)
 BY_NAME = {param.values[0]["name"]: param.values[0] for param in CASES}
