@@ -128,8 +128,10 @@ def _check_satisfiable(ctx: Context, spec: Mapping[str, Any], local: list[LocalV
         tuple(terms_key(lv.terms) for lv in local),
     )
 
+    admitted = nodes.admitting(required, selector=selector, volume_terms=[lv.terms for lv in local])
+
     def fits(node: Json) -> bool:
-        return pod_fits_node(spec, node) and all(volume_terms_match(lv.terms, node) for lv in local)
+        return nodes.contains(admitted, node)
 
     if nodes.any_fits(key, fits, groups, selector):
         return

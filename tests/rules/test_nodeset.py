@@ -102,6 +102,47 @@ def test_any_fits_is_the_walk_over_every_node(
         )
 
 
+@settings(max_examples=400, deadline=None)
+@given(
+    cluster=nodes(),
+    required=st.none() | terms,
+    pv_terms=st.lists(terms, max_size=2),
+    selector=st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES[:4]), max_size=2),
+)
+def test_admitting_is_the_check_of_each_node(
+    cluster: list[Json], required: list[Json] | None, pv_terms: list[list[Json]], selector: dict[str, str]
+) -> None:
+    """The bit set of every node at once says of each node what `pod_fits_node` and `volume_terms_match` say:
+    unparsable terms, matchFields (never seen by a PV's terms), NotIn on a missing label, Gt/Lt."""
+    spec: Json = {"nodeSelector": selector}
+    if required is not None:
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": required}}
+        }
+    nodeset = NodeSet(cluster)
+    admitted = nodeset.admitting(required_terms(spec), selector=selector, volume_terms=pv_terms)
+    for candidate in nodeset:
+        expected = pod_fits_node(spec, candidate) and all(volume_terms_match(t, candidate) for t in pv_terms)
+        assert nodeset.contains(admitted, candidate) is expected
+    assert not nodeset.contains(admitted, node("not-in-the-snapshot"))
+
+
+def test_admitting_evaluates_each_term_once_whatever_the_node_count(monkeypatch: Any) -> None:
+    """1,000 `NotIn` + `DoesNotExist` terms that match no node (the label index cannot narrow them) against 1,000
+    nodes: each requirement is evaluated once for all nodes, not once per node (a million evaluations before)."""
+    from rules.kube import nodeset as module
+    from testkit import hostile
+
+    calls = []
+    real = module.NodeSet._expression_bits
+    monkeypatch.setattr(module.NodeSet, "_expression_bits", lambda self, r: calls.append(1) or real(self, r))
+    cluster = NodeSet(hostile.nodes(1000))
+    many = hostile.unnarrowable_terms(1000)
+    assert cluster.admitting(many) == 0
+    assert len(calls) == 2000  # two requirements a term
+    assert cluster.admitting(many) == 0 and len(calls) == 2000  # remembered for the snapshot
+
+
 def test_an_answer_is_remembered_per_key_for_the_snapshot() -> None:
     nodeset = NodeSet([node("n1", zone="a"), node("n2", zone="b")])
     asked: list[str] = []
