@@ -1,0 +1,127 @@
+"""The review budget: an object past a limit is answered at once, naming the limit; no cross product is built past
+one; what is within the budget is placed as before, at a cost that does not multiply terms by nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rules import budget, pipeline
+from rules.budget import OverBudget, check_product, terms_excess
+from rules.kube import nodeaffinity
+from rules.kube.nodeaffinity import REQUIRED, and_terms, simplify, terms_imply
+from rules.model import Decision, Json, Severity
+from rules.policy import default_policy
+from testkit import hostile
+from tests.support import DATA, dig, mutate_checked, policy, subject, table_cases, view_from
+
+BUILDERS = {
+    "affinity_pod": lambda o: (hostile.affinity_pod(o["terms"]), []),
+    "cdi_importer": lambda o: hostile.cdi_importer(o["pod_terms"], o["vm_terms"]),
+    "backup_pod": lambda o: (hostile.backup_pod(o["pod_terms"], o["entries"]), []),
+}
+KEYS = {"name", "source", "object", "nodes", "enforcement", "mutation", "validation", "limit", "field"}
+KEYS |= {"terms_written", "node_checks"}
+
+
+def _named(decision: Decision, case: Json, *, denied: bool) -> None:
+    """The decision names the case's limit (and field), as a denial or as a warning."""
+    limit, field = case["limit"], case.get("field", "")
+    assert decision.over_budget is not None and limit in decision.over_budget
+    if denied:
+        found = [f for f in decision.findings if f.family == budget.FAMILY]
+        assert [(f.field, f.severity) for f in found] == [(field, Severity.DENY)]
+        assert limit in found[0].message
+    else:
+        assert any(limit in w and (not field or field in w) for w in decision.warnings), decision.warnings
+
+
+@pytest.mark.parametrize("case", table_cases(DATA / "budget", KEYS, sourced=True))
+def test_budget_table(case: Json, monkeypatch: pytest.MonkeyPatch) -> None:
+    pod, objects = BUILDERS[case["object"]["builder"]](case["object"])
+    view = view_from(*hostile.nodes(case["nodes"]), *objects)
+    pol = policy({"enforcement": case["enforcement"]}) if "enforcement" in case else default_policy()
+    checks = []
+    real = nodeaffinity.requirement_matches
+    monkeypatch.setattr(nodeaffinity, "requirement_matches", lambda *a: checks.append(1) or real(*a))
+
+    if case["mutation"] == "patched":
+        mutation, result = mutate_checked(pod, view, pol)
+        assert mutation.over_budget is None and mutation.allowed
+        assert len(dig(result, "spec", *REQUIRED, "nodeSelectorTerms")) == case["terms_written"]
+    else:
+        mutation = pipeline.mutate(subject(pod), view, pol)
+        assert mutation.patch == []  # never half-applied
+        assert mutation.allowed is (case["mutation"] == "allowed")
+        if "limit" in case:
+            _named(mutation, case, denied=case["mutation"] == "denied")
+        result = pod
+    validation = pipeline.validate(subject(result), view, pol)
+    assert validation.allowed is (case["validation"] != "denied")
+    if "limit" in case and case["validation"] == "denied":
+        _named(validation, case, denied=True)
+    elif "limit" in case and case.get("field"):  # a limit of the object itself: validation names it too
+        _named(validation, case, denied=False)
+    else:
+        assert validation.over_budget is None
+    assert len(checks) <= case["node_checks"]
+
+
+def test_a_product_past_the_limit_is_refused_before_it_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    merged: list[Any] = []
+    real = nodeaffinity.merge_terms
+    monkeypatch.setattr(nodeaffinity, "merge_terms", lambda a, b: merged.append(1) or real(a, b))
+    left, right = hostile.unnarrowable_terms(100, "a"), hostile.unnarrowable_terms(11, "b")
+    with pytest.raises(OverBudget, match="the AND of 100 × 11 node selector terms would have 1,100 terms"):
+        and_terms(left, right)
+    assert merged == []
+    assert len(and_terms(left, right[:10])) == 1_000 and len(merged) == 1_000  # at the limit: built
+    wide = [{"matchExpressions": [{"key": f"k{i}", "operator": "Exists"} for i in range(5_001)]}]
+    pins = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]} for n in ("a", "b")]
+    with pytest.raises(OverBudget, match="would have 10,004 requirements, over the limit of 10,000"):
+        check_product(wide, pins)
+
+
+def test_limits_count_terms_requirements_and_values() -> None:
+    assert terms_excess(hostile.unnarrowable_terms(budget.MAX_TERMS)) is None
+    assert terms_excess(hostile.unnarrowable_terms(budget.MAX_TERMS + 1)) == (
+        "1,001 node selector terms, over the limit of 1,000"
+    )
+    values = [{"matchExpressions": [{"key": "k", "operator": "In", "values": ["v"] * 10_001}]}]
+    assert terms_excess(values) == "10,001 node selector requirement values, over the limit of 10,000"
+    assert terms_excess([{"matchExpressions": "not a list"}, "not a term"]) is None  # the types are judged apart
+
+
+def test_simplify_and_implication_compare_only_terms_that_could_be_implied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """1,000 terms of the same size imply none of each other: no pair is compared (it was a million)."""
+    compared: list[Any] = []
+    real = nodeaffinity._implies
+    monkeypatch.setattr(nodeaffinity, "_implies", lambda a, b: compared.append(1) or real(a, b))
+    terms = hostile.unnarrowable_terms(1_000)
+    assert simplify([dict(t) for t in terms]) == terms
+    assert len(compared) <= 2 * len(terms)
+    compared.clear()
+    assert terms_imply(terms, terms)
+    assert len(compared) <= 2 * len(terms)
+    # a looser term is still found, and drops the terms that imply it
+    looser = {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "DoesNotExist"}]}
+    assert simplify([*[dict(t) for t in terms], looser]) == [looser]
+
+
+def test_a_placement_past_the_limit_is_not_written() -> None:
+    """The node-agent restriction and every other placement write through write_required: terms past a limit are
+    refused there, so a patched pod always passes the typed boundary when it is reviewed again."""
+    from rules.context import PodTarget
+    from rules.coscheduling.pinning import write_required
+    from rules.patch import PatchBuilder
+    from rules.roles import RoleDecision
+
+    pod = hostile.pod("p")
+    target = PodTarget(
+        "Pod", hostile.NAMESPACE, pod["metadata"], pod["spec"], PatchBuilder(pod), RoleDecision(None, "test")
+    )
+    with pytest.raises(OverBudget, match="the placement would write 1,001 node selector terms") as raised:
+        write_required(target, hostile.unnarrowable_terms(1_001))
+    assert raised.value.field == "spec." + ".".join(REQUIRED)
+    assert not target.patch.written
