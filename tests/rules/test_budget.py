@@ -3,26 +3,43 @@ one; what is within the budget is placed as before, at a cost that does not mult
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from rules import budget, pipeline
 from rules.budget import OverBudget, check_product, terms_excess
-from rules.kube import nodeaffinity
+from rules.kube import nodeaffinity, selectors
 from rules.kube.nodeaffinity import REQUIRED, and_terms, simplify, terms_imply
 from rules.model import Decision, Json, Severity
 from rules.policy import default_policy
 from testkit import hostile
 from tests.support import DATA, dig, mutate_checked, policy, subject, table_cases, view_from
 
-BUILDERS = {
-    "affinity_pod": lambda o: (hostile.affinity_pod(o["terms"]), []),
-    "cdi_importer": lambda o: hostile.cdi_importer(o["pod_terms"], o["vm_terms"]),
-    "backup_pod": lambda o: (hostile.backup_pod(o["pod_terms"], o["entries"]), []),
-}
+
+def built(spec: Json) -> tuple[Json, list[Json]]:
+    """The case's object and the objects of its namespace, from testkit/hostile.py."""
+    builder = spec["builder"]
+    if builder == "affinity_pod":
+        return hostile.affinity_pod(spec["terms"]), []
+    if builder == "cdi_importer":
+        return hostile.cdi_importer(spec["pod_terms"], spec["vm_terms"])
+    return hostile.backup_pod(spec["pod_terms"], spec["entries"]), []
+
+
 KEYS = {"name", "source", "object", "nodes", "enforcement", "mutation", "validation", "limit", "field"}
 KEYS |= {"terms_written", "node_checks"}
+
+
+def counting(calls: list[int], real: Callable[..., Any]) -> Callable[..., Any]:
+    """`real`, appending to `calls` at each call: the work a test bounds is counted, never timed."""
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    return counted
 
 
 def _named(decision: Decision, case: Json, *, denied: bool) -> None:
@@ -39,12 +56,11 @@ def _named(decision: Decision, case: Json, *, denied: bool) -> None:
 
 @pytest.mark.parametrize("case", table_cases(DATA / "budget", KEYS, sourced=True))
 def test_budget_table(case: Json, monkeypatch: pytest.MonkeyPatch) -> None:
-    pod, objects = BUILDERS[case["object"]["builder"]](case["object"])
+    pod, objects = built(case["object"])
     view = view_from(*hostile.nodes(case["nodes"]), *objects)
     pol = policy({"enforcement": case["enforcement"]}) if "enforcement" in case else default_policy()
-    checks = []
-    real = nodeaffinity.requirement_matches
-    monkeypatch.setattr(nodeaffinity, "requirement_matches", lambda *a: checks.append(1) or real(*a))
+    checks: list[int] = []
+    monkeypatch.setattr(nodeaffinity, "requirement_matches", counting(checks, selectors.requirement_matches))
 
     if case["mutation"] == "patched":
         mutation, result = mutate_checked(pod, view, pol)
@@ -69,9 +85,8 @@ def test_budget_table(case: Json, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_product_past_the_limit_is_refused_before_it_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
-    merged: list[Any] = []
-    real = nodeaffinity.merge_terms
-    monkeypatch.setattr(nodeaffinity, "merge_terms", lambda a, b: merged.append(1) or real(a, b))
+    merged: list[int] = []
+    monkeypatch.setattr(nodeaffinity, "merge_terms", counting(merged, nodeaffinity.merge_terms))
     left, right = hostile.unnarrowable_terms(100, "a"), hostile.unnarrowable_terms(11, "b")
     with pytest.raises(OverBudget, match="the AND of 100 × 11 node selector terms would have 1,100 terms"):
         and_terms(left, right)
@@ -95,9 +110,8 @@ def test_limits_count_terms_requirements_and_values() -> None:
 
 def test_simplify_and_implication_compare_only_terms_that_could_be_implied(monkeypatch: pytest.MonkeyPatch) -> None:
     """1,000 terms of the same size imply none of each other: no pair is compared (it was a million)."""
-    compared: list[Any] = []
-    real = nodeaffinity._implies
-    monkeypatch.setattr(nodeaffinity, "_implies", lambda a, b: compared.append(1) or real(a, b))
+    compared: list[int] = []
+    monkeypatch.setattr(nodeaffinity, "_implies", counting(compared, nodeaffinity._implies))
     terms = hostile.unnarrowable_terms(1_000)
     assert simplify([dict(t) for t in terms]) == terms
     assert len(compared) <= 2 * len(terms)

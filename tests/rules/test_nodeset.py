@@ -130,12 +130,11 @@ def test_admitting_is_the_check_of_each_node(
 def test_admitting_evaluates_each_term_once_whatever_the_node_count(monkeypatch: Any) -> None:
     """1,000 `NotIn` + `DoesNotExist` terms that match no node (the label index cannot narrow them) against 1,000
     nodes: each requirement is evaluated once for all nodes, not once per node (a million evaluations before)."""
-    from rules.kube import nodeset as module
     from testkit import hostile
+    from tests.rules.test_budget import counting
 
-    calls = []
-    real = module.NodeSet._expression_bits
-    monkeypatch.setattr(module.NodeSet, "_expression_bits", lambda self, r: calls.append(1) or real(self, r))
+    calls: list[int] = []
+    monkeypatch.setattr(NodeSet, "_expression_bits", counting(calls, NodeSet._expression_bits))
     cluster = NodeSet(hostile.nodes(1000))
     many = hostile.unnarrowable_terms(1000)
     assert cluster.admitting(many) == 0
