@@ -182,6 +182,18 @@ class NodeSet:
             mask &= self._terms_bits(pv_terms, by_name=False)
         return mask
 
+    def admits_any(
+        self,
+        key: Hashable,
+        terms: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        selector: Mapping[str, str] | None = None,
+        volume_terms: Sequence[Sequence[Mapping[str, Any]]] = (),
+    ) -> bool:
+        """Whether some node passes what `admitting` checks, remembered under `key` (which must identify the
+        question exactly): a question asked again costs one lookup."""
+        return self._memo.get(key, lambda: bool(self.admitting(terms, selector=selector, volume_terms=volume_terms)))
+
     def contains(self, mask: int, node: Mapping[str, Any]) -> bool:
         """Whether the node (one of this snapshot's) is in a bit set from `admitting`."""
         index = self._index.get(str((node.get("metadata") or {}).get("name") or ""))

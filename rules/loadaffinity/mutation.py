@@ -331,7 +331,7 @@ def apply_terms(ctx: Context, target: PodTarget, load: LoadTerms, pv_terms: Sequ
     if combined.changed:
         write_required(target, combined.terms)
     nodes = ctx.view.node_set()
-    if len(nodes) and not nodes.admitting(combined.terms):
+    if len(nodes) and not nodes.admits_any(("terms", combined.key), combined.terms):
         ctx.warn(f"load affinity leaves none of the {len(nodes)} known nodes for this pod: it would stay Pending")
 
 
