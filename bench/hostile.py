@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import servers, workload
+from bench.audit import _FINISHED
 from bench.report import header, save, step, table, target
 from rules import pipeline
 from rules.model import Json, Subject
@@ -134,14 +135,15 @@ def during_audit(server: Server, seconds: float) -> dict[str, Any]:
         latencies.append(time.perf_counter() - started)
         time.sleep(0.01)
     session.close()
-    audits = [line for line in server.log.read_text().splitlines() if "webhook.audit.loop: audit: " in line]
-    refused = [line for line in server.log.read_text().splitlines() if "past the review budget" in line]
+    lines = server.log.read_text().splitlines()
+    audits = [found for line in lines if "webhook.audit.loop: audit: " in line and (found := _FINISHED.search(line))]
     return {
         "reviews": len(latencies),
         "max_s": round(max(latencies), 4),
         "audits": len(audits),
-        "last_audit": audits[-1].split("audit: ", 1)[-1] if audits else None,
-        "refusals_logged": len(refused),
+        # every run since the server started, the first included (it ran before the reviews began)
+        "longest_audit_s": max((float(found["seconds"]) for found in audits), default=float("inf")),
+        "refusals_logged": sum("past the review budget" in line for line in lines),
     }
 
 
@@ -182,6 +184,7 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
         target("trivial /mutate during audits of a stored hostile pod (max)", audit["max_s"], TARGET_S, unit=" s")
     )
     out.append(target("audits run meanwhile", audit["audits"], 2, at_most=False))
+    out.append(target("longest audit of the stored hostile pod", audit["longest_audit_s"], TARGET_S, unit=" s"))
     return out
 
 
@@ -195,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_dir)
         issue_certs(tmp / "certs")
         result = header(**measure(tmp, tmp / "certs", audit_seconds=args.audit_seconds))
-    save(result, keep=args.keep, latest="hostile")
+    save(result, keep=args.keep, latest="hostile-latest")
     print(table(result["targets"]))
     return 0 if all(t["met"] for t in result["targets"]) else 1
 
