@@ -24,6 +24,9 @@ MAX_REQUIREMENTS = 10_000
 MAX_VALUES = 10_000
 #: Entries of a pod's `storage-affinity.io/load-affinity` annotation (each becomes one ORed term).
 MAX_LOAD_AFFINITY_ENTRIES = 100
+#: VirtualMachines a CDI worker follows (each ANDs its terms into the worker's; a disk has one VM, a shared one a
+#: few): tenants create VMs, and each one followed is another product.
+MAX_FOLLOWED_VMS = 16
 
 
 class OverBudget(Exception):
@@ -96,6 +99,12 @@ def check_entries(entries: Any, field: str) -> None:
     entries, before any entry is checked or turned into a term."""
     if isinstance(entries, list) and len(entries) > MAX_LOAD_AFFINITY_ENTRIES:
         raise OverBudget(f"has {_over(len(entries), 'entries', MAX_LOAD_AFFINITY_ENTRIES)}", field)
+
+
+def check_followed(count: int, field: str) -> None:
+    """Raise OverBudget before a CDI worker follows more than MAX_FOLLOWED_VMS VirtualMachines."""
+    if count > MAX_FOLLOWED_VMS:
+        raise OverBudget(f"its disks are used by {_over(count, 'VirtualMachines', MAX_FOLLOWED_VMS)}", field)
 
 
 def _requirements(terms: Sequence[Mapping[str, Any]]) -> int:

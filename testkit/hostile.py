@@ -79,36 +79,37 @@ def affinity_pod(terms: int) -> Json:
     return pod(f"affinity-{terms}", unnarrowable_terms(terms))
 
 
-def cdi_importer(pod_terms: int, vm_terms: int) -> tuple[Json, list[Json]]:
-    """A CDI importer pod with `pod_terms` terms, and the objects of its namespace: a halted VM with `vm_terms`
-    terms naming the importer's unbound WaitForFirstConsumer claim, the claim and its class."""
+def cdi_importer(pod_terms: int, vm_terms: int, vms: int = 1) -> tuple[Json, list[Json]]:
+    """A CDI importer pod with `pod_terms` terms, and the objects of its namespace: `vms` halted VMs with `vm_terms`
+    terms each naming the importer's unbound WaitForFirstConsumer claim, the claim and its class."""
     importer = pod(
         "importer-disk-0",
         unnarrowable_terms(pod_terms, "example.com/p"),
         labels={"app": "containerized-data-importer", "cdi.kubevirt.io": "importer"},
         claim=CLAIM,
     )
-    vm = {
+    machines = [_vm(f"vm-{i}", unnarrowable_terms(vm_terms, f"example.com/v{i}-")) for i in range(vms)]
+    return importer, [storage_class(), claim_object(CLAIM), *machines]
+
+
+def _vm(name: str, terms: list[Json]) -> Json:
+    """A halted VirtualMachine whose disk is the claim CLAIM, with these required terms."""
+    return {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",
-        "metadata": {"name": "vm-0", "namespace": NAMESPACE, "uid": "uid-vm-0"},
+        "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}"},
         "spec": {
             "runStrategy": "Halted",
             "dataVolumeTemplates": [{"metadata": {"name": CLAIM}}],
             "template": {
                 "spec": {
                     "affinity": {
-                        "nodeAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": {
-                                "nodeSelectorTerms": unnarrowable_terms(vm_terms, "example.com/v")
-                            }
-                        }
+                        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
                     }
                 }
             },
         },
     }
-    return importer, [storage_class(), claim_object(CLAIM), vm]
 
 
 def storage_class() -> Json:

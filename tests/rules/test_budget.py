@@ -24,12 +24,12 @@ def built(spec: Json) -> tuple[Json, list[Json]]:
     if builder == "affinity_pod":
         return hostile.affinity_pod(spec["terms"]), []
     if builder == "cdi_importer":
-        return hostile.cdi_importer(spec["pod_terms"], spec["vm_terms"])
+        return hostile.cdi_importer(spec["pod_terms"], spec["vm_terms"], spec.get("vms", 1))
     return hostile.backup_pod(spec["pod_terms"], spec["entries"]), []
 
 
 KEYS = {"name", "source", "object", "nodes", "enforcement", "mutation", "validation", "limit", "field"}
-KEYS |= {"terms_written", "node_checks"}
+KEYS |= {"placement", "terms_written", "node_checks"}
 
 
 def counting(calls: list[int], real: Callable[..., Any]) -> Callable[..., Any]:
@@ -75,12 +75,10 @@ def test_budget_table(case: Json, monkeypatch: pytest.MonkeyPatch) -> None:
         result = pod
     validation = pipeline.validate(subject(result), view, pol)
     assert validation.allowed is (case["validation"] != "denied")
-    if "limit" in case and case["validation"] == "denied":
-        _named(validation, case, denied=True)
-    elif "limit" in case and case.get("field"):  # a limit of the object itself: validation names it too
-        _named(validation, case, denied=False)
-    else:
+    if "limit" not in case or case.get("placement"):
         assert validation.over_budget is None
+    else:  # a limit of the object itself: validation names it too
+        _named(validation, case, denied=case["validation"] == "denied")
     assert len(checks) <= case["node_checks"]
 
 
