@@ -55,7 +55,7 @@ class NodeSet:
         self._index = {name: i for i, name in enumerate(self._nodes)}
         self._all = (1 << len(self._nodes)) - 1
         self._label_bits: dict[tuple[str, str | None], int] = {}  # (key, value or None for "has the key") → bits
-        self._masks: Memo[int] = Memo(MEMO_SIZE)
+        self._masks: Memo[int] = Memo(SETS_MEMO_SIZE)  # a bit per node: as big as a set of names
 
     def __len__(self) -> int:
         return len(self._nodes)
