@@ -193,7 +193,8 @@ _TERM = obj({"matchExpressions": list_of(_REQUIREMENT), "matchFields": list_of(_
 
 class _Budgeted(Shape):
     """A required node affinity within the review budget (rules/budget.py), counted before its types are walked:
-    an object past a limit is answered at once, without a walk over all it holds."""
+    an object past a limit is answered at once, without naming a path for each of its parts (its types are
+    checked, without paths, so a mistyped one is still a 400 and no rule ever reads mistyped terms)."""
 
     def __init__(self, inner: Shape) -> None:
         self.inner = inner
@@ -203,9 +204,9 @@ class _Budgeted(Shape):
 
     def walk(self, value: Any, path: str, out: Problems) -> None:
         excess = selector_excess(value)
-        if excess is None:
+        if excess is None or not self.inner.ok(value):  # mistyped is refused for its types, whatever its size
             self.inner.walk(value, path, out)
-        else:
+        if excess is not None:
             out.limits.append((_join(path, "nodeSelectorTerms"), f"has {excess}"))
 
 

@@ -137,3 +137,15 @@ def test_a_placement_past_the_limit_is_not_written() -> None:
         write_required(target, hostile.unnarrowable_terms(1_001))
     assert raised.value.field == "spec." + ".".join(REQUIRED)
     assert not target.patch.written
+
+
+def test_a_mistyped_pod_past_the_limit_is_still_refused_for_its_types() -> None:
+    """The budget is counted before the types are walked, but a mistyped term is a 400 naming it whatever the size:
+    no rule ever reads a mistyped term that a limit let through."""
+    pod = hostile.affinity_pod(2_000)
+    dig(pod, "spec", *REQUIRED, "nodeSelectorTerms")[5]["matchExpressions"] = "x"
+    with pytest.raises(pipeline.BadObject) as raised:
+        pipeline.validate(subject(pod), view_from(), default_policy())
+    assert raised.value.problems == [
+        ("spec." + ".".join(REQUIRED) + ".nodeSelectorTerms[5].matchExpressions", "must be a list, not string")
+    ]
