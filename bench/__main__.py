@@ -21,6 +21,7 @@ from bench import (
     flood,
     floor,
     handler,
+    hostile,
     instructions,
     load,
     nodeagents,
@@ -118,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         snapshots, vms = (SNAPSHOTS // 10, VMS // 10) if args.quick else (SNAPSHOTS, VMS)
         step(f"data sources: {sizes[-1]:,} pods with {snapshots:,} snapshots and {vms:,} VMs")
         result["data_sources"] = datasources.both(tmp / "datasources", certs, clusters[sizes[-1]], snapshots, vms)
+
+        (tmp / "hostile").mkdir()
+        result["hostile"] = hostile.measure(tmp / "hostile", certs, audit_seconds=5 if args.quick else 10)
 
         step(f"new connections during a flood of {flood.IDLE_TCP:,} idle and {flood.STALLED_TLS} stalled connections")
         raise_file_limit(flood.IDLE_TCP + flood.STALLED_TLS)
@@ -422,6 +426,7 @@ def _later_targets(r: dict[str, Any]) -> list[dict[str, Any]]:
         ),
         *flood.targets(r["flood"]),
     ]
+    out += r["hostile"]["targets"]  # the review budget: hostile objects and the reviews beside them (bench/hostile.py)
     return out + instructions.targets(r["instructions"]["counts"], r["instructions"]["baseline"])
 
 

@@ -76,10 +76,12 @@ class Running:
 
 
 @contextlib.contextmanager
-def static_server(tmp: Path, certs: Path, cluster: Path, policy: Path, *, workers: int = 1) -> Iterator[Running]:
-    """State from a manifest file, as `make run` serves."""
+def static_server(
+    tmp: Path, certs: Path, cluster: Path, policy: Path, *, workers: int = 1, extra: tuple[str, ...] = ()
+) -> Iterator[Running]:
+    """State from a manifest file, as `make run` serves; `extra` arguments to `serve`."""
     tmp.mkdir(parents=True)
-    args = ("--cluster", str(cluster), "--policy", str(policy), "--trivial-endpoint")
+    args = ("--cluster", str(cluster), "--policy", str(policy), "--trivial-endpoint", *extra)
     with running_server(tmp, *args, workers=workers, certs=certs, cpus=SERVER_CPUS) as server:
         yield Running(server, "static")
 

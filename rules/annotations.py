@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rules.budget import OverBudget, check_entries
 from rules.kube.names import dns1123_subdomain_error
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.model import PREFIX
@@ -62,6 +63,7 @@ def _load_affinity(value: str) -> list[tuple[str, str]]:
         entries = load_json(value)
     except JsonError as exc:
         return [("", f"is not valid JSON: {exc}")]
+    check_entries(entries, "")
     errors, unknown = load_affinity_problems(entries, "")
     return errors + unknown
 
@@ -104,4 +106,8 @@ def key_problems(key: Any, value: Any, base: str = "metadata.annotations") -> li
     if check is None:
         known = [k[len(PREFIX) :] for k in CHECKS]
         return [(at, unknown_field(key[len(PREFIX) :], known).replace("field", "annotation", 1))]
-    return [(at + sub, message) for sub, message in check(str(value))]
+    try:
+        found = check(str(value))
+    except OverBudget as exc:
+        raise OverBudget(str(exc), at + exc.field) from None
+    return [(at + sub, message) for sub, message in found]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rules import pipeline
+from rules import budget, pipeline
 from rules.annotations import FOLLOWS_VM, LOAD_AFFINITY_APPLIED, NODE_AGENT_RESTRICTED
 from rules.causes import NO_NODE_AGENT, Stuck, StuckCause, duration, storage_role, stuck_cause, stuck_seconds
 from rules.checks.trust import FAMILY as ROLE_TRUST
@@ -143,6 +143,11 @@ def audit_object(
     mutation, final = chain.mutation, chain.final or {}
     # Mutators only warn: the findings are validation's (a value the boundary refuses is reported by both).
     report.findings = _findings(chain.validation)
+    if mutation.over_budget is not None or chain.validation.over_budget is not None:
+        if chain.validation.over_budget is None:  # the placement, not the object itself, would pass a limit
+            severity = "deny" if policy.enforcement_for(budget.FAMILY) == "deny" else "warn"
+            report.findings.append(AuditFinding(budget.FAMILY, "", mutation.over_budget or "", severity))
+        return report  # where it would go and why it waits would cost past the budget too
     if kind != "Pod" or not mutation.allowed:
         return report
     target = pipeline.pod_target(subject, policy, own_namespace)

@@ -124,6 +124,14 @@ class Stuck:
         places = source_places(self.view, self.policy, self.target.namespace, self.volumes)
         return [p for p in places if p.kind == NODE]
 
+    @functools.cached_property
+    def fits_own(self) -> Callable[[Json], bool]:
+        """`pod_fits_node` for the pod's nodeSelector and required node affinity, as a test of a bit set: the
+        terms are evaluated against every node once (rules/kube/nodeset.py), not once per node."""
+        nodes = self.view.node_set()
+        selector = self.spec.get("nodeSelector")
+        return functools.partial(nodes.contains, nodes.admitting(required_terms(self.spec), selector=selector))
+
     @property
     def own_groups(self) -> list[list[Json]]:
         """The pod's required node affinity as term groups, to narrow the nodes a NodeSet checks."""
@@ -141,9 +149,11 @@ class Stuck:
             node = self.view.node(self.node_name)
             return iter([node] if node is not None else [])
         local = node_local_terms(self.volumes)
+        nodes = self.view.node_set()
+        admitted = nodes.admitting(volume_terms=local)
 
         def fits(node: Json) -> bool:
-            return pod_fits_node(self.spec, node) and all(volume_terms_match(t, node) for t in local)
+            return self.fits_own(node) and nodes.contains(admitted, node)
 
         return self.fitting(fits, [*self.own_groups, *(list(t) for t in local)])
 
@@ -261,7 +271,7 @@ def _vm_apart(stuck: Stuck) -> str | None:
     if stuck.node_name or cdi_worker(stuck.target.metadata) is None:
         return None
     followed = str((stuck.target.metadata.get("annotations") or {}).get(FOLLOWS_VM) or "").split(",")
-    if next(stuck.fitting(lambda n: pod_fits_node(stuck.spec, n), stuck.own_groups), None) is not None:
+    if next(stuck.fitting(stuck.fits_own, stuck.own_groups), None) is not None:
         return None  # it can be scheduled somewhere: not stuck by its constraints
     for follow in vms_to_follow(stuck.view, stuck.target.namespace, stuck.volumes):
         for vm in follow.vms:
@@ -269,12 +279,10 @@ def _vm_apart(stuck: Stuck) -> str | None:
                 continue
             spec = vm_spec(vm)
             terms = required_terms(spec)
-
-            def fits(node: Json, spec: Mapping[str, Any] = spec) -> bool:
-                return pod_fits_node(spec, node)
-
+            nodes = stuck.view.node_set()
+            fits = functools.partial(nodes.contains, nodes.admitting(terms, selector=spec.get("nodeSelector")))
             groups = [terms] if terms is not None else []
-            vm_nodes = stuck.view.node_set().matching(fits, groups, spec.get("nodeSelector") or None)
+            vm_nodes = nodes.matching(fits, groups, spec.get("nodeSelector") or None)
             allowed = sorted(vm_nodes, key=name_of)
             on = f"it follows VM {name_of(vm)}, which will use claim {follow.claim}"
             if not allowed:
@@ -298,14 +306,14 @@ def _volume_topology(stuck: Stuck) -> str | None:
     if next(stuck.candidates(), None) is not None:
         return None
     groups = [list(v.pv_terms or ()) for v in local]
-    together = sorted(
-        stuck.view.node_set().matching(lambda n: all(volume_terms_match(t, n) for t in groups), groups), key=name_of
-    )
+    nodes = stuck.view.node_set()
+    fits = functools.partial(nodes.contains, nodes.admitting(volume_terms=groups))
+    together = sorted(nodes.matching(fits, groups), key=name_of)
     if not together:
         if len(local) == 1:
             return f"{_pv_of(local[0])}'s node affinity matches no node"
         return f"the node affinities of {', '.join(_pv_of(v) for v in local)} have no node in common"
-    if next(stuck.fitting(lambda n: pod_fits_node(stuck.spec, n), stuck.own_groups), None) is None:
+    if next(stuck.fitting(stuck.fits_own, stuck.own_groups), None) is None:
         return None  # its own constraints match no node at all: not the volumes' doing
     shown = ", ".join(name_of(n) for n in together[:3]) + (", …" if len(together) > 3 else "")
     return (

@@ -79,6 +79,7 @@ class Decision(ShownText):
     failure: str | None = None
     denied_by_failure: bool = False
     rule_errors: list[str] = field(default_factory=list)  # rules that raised: a bug, counted by the transport
+    over_budget: str | None = None  # the review limit the object passed (rules/budget.py): no rule went further
 
     @property
     def denials(self) -> list[Finding]:

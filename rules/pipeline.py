@@ -16,7 +16,8 @@ from typing import Any
 
 import jsonpatch
 
-from rules import registry
+from rules import budget, registry
+from rules.budget import OverBudget
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, Context, PodTarget
 from rules.kube.shapes import object_problems
@@ -46,7 +47,7 @@ def mutate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: s
         ctx.reason(f"operation {subject.operation} is not mutated: only CREATE is")
     if subject.operation != "CREATE" or subject.kind not in POD_KINDS or not isinstance(subject.obj, dict):
         return ctx.decision
-    if not _checked(ctx):
+    if not _checked(ctx, mutating=True):
         return ctx.decision
     target = pod_target(subject, policy, own_namespace)
     ctx.reason(f"role: {target.role.role or 'none'} ({target.role.reason})")
@@ -94,6 +95,8 @@ def validate(subject: Subject, view: ClusterView, policy: Policy, own_namespace:
             validators = registry.TEMPLATE_VALIDATORS
         for rule in validators:
             _run(rule_ctx, rule, target)
+            if ctx.decision.over_budget is not None:
+                break  # answered at once: no further rule spends on an object past a limit
     elif subject.kind == "ConfigMap":
         for cm_rule in registry.CONFIG_MAP_VALIDATORS:
             _run(ctx, cm_rule, subject.obj)
@@ -123,9 +126,11 @@ def mutate_then_validate(subject: Subject, view: ClusterView, policy: Policy, ow
     return Chain(mutation, final, validation)
 
 
-def _checked(ctx: Context) -> bool:
+def _checked(ctx: Context, *, mutating: bool = False) -> bool:
     """The typed boundary, before any rule: raises BadObject for mistyped fields (of the object, and of the old
-    object that UPDATE rules compare with); a value no rule can digest is a finding, and no rule runs."""
+    object that UPDATE rules compare with); a value no rule can digest is a finding, and no rule runs. An object
+    past the review budget is answered at once too: the mutation leaves it unchanged with a warning, the
+    validation reports it under the policy's enforcement."""
     subject = ctx.subject
     for source, value in (("object", subject.obj), ("oldObject", subject.old)):
         if value is None or (source == "oldObject" and subject.operation != "UPDATE"):
@@ -135,7 +140,10 @@ def _checked(ctx: Context) -> bool:
             raise BadObject(problems.types, source)
         for path, message in problems.values:
             ctx.report(path, message, "object")
-    return not ctx.decision.findings
+        if source == "object":
+            for path, message in problems.limits:
+                _over_budget(ctx, OverBudget(message, path), mutating=mutating)
+    return not ctx.decision.findings and ctx.decision.over_budget is None
 
 
 def pod_target(subject: Subject, policy: Policy, own_namespace: str) -> PodTarget:
@@ -178,6 +186,9 @@ def _run(ctx: Context, rule: Callable[[Context, Any], None], target: Any, *, mut
     except LookupFailed as exc:
         _fail(ctx, f"cluster state unavailable: {exc}")
         return False
+    except OverBudget as exc:
+        _over_budget(ctx, exc, mutating=mutating)
+        return False
     except Exception as exc:  # a broken rule must not become a 5xx for the API server
         name = f"{getattr(rule, '__module__', 'rules')}.{getattr(rule, '__name__', 'rule')}"
         log.exception("rule %s failed", name)
@@ -190,6 +201,20 @@ def _run(ctx: Context, rule: Callable[[Context, Any], None], target: Any, *, mut
             ctx.report("", f"{why}: the object could not be checked", RULE_ERROR)
         return False
     return True
+
+
+def _over_budget(ctx: Context, exc: OverBudget, *, mutating: bool) -> None:
+    """An object past a limit of rules/budget.py, or a placement that would be: answered at once, naming the
+    limit. Nothing of the mutation is applied (the caller stops and drops the patch); the policy's global
+    enforcement makes it a denial or, with `warn`, a warning (validation relaxes its findings itself)."""
+    why = f"over the review budget: {exc}"
+    where = f"{exc.field}: {why}" if exc.field else why
+    ctx.decision.over_budget = where
+    ctx.decision.audit["over-budget"] = where
+    if mutating and ctx.policy.enforcement_for(budget.FAMILY) == "warn":
+        ctx.warn(f"storage-affinity-webhook admitted this unchanged: {where}")
+    else:
+        ctx.report(exc.field, why, budget.FAMILY)
 
 
 def _fail(ctx: Context, why: str) -> None:

@@ -123,18 +123,13 @@ def _check_satisfiable(ctx: Context, spec: Mapping[str, Any], local: list[LocalV
     if not selector and affinity is None and not local:
         return  # nothing constrains the pod: every node fits
     required = None if affinity is None else list(affinity.get("nodeSelectorTerms") or ())
-    groups = [lv.terms for lv in local] + ([required] if required is not None else [])
     key = (
         "pod",
         tuple(sorted(selector.items())),
         None if required is None else terms_key(required),
         tuple(terms_key(lv.terms) for lv in local),
     )
-
-    def fits(node: Json) -> bool:
-        return pod_fits_node(spec, node) and all(volume_terms_match(lv.terms, node) for lv in local)
-
-    if nodes.any_fits(key, fits, groups, selector):
+    if nodes.admits_any(key, required, selector=selector, volume_terms=[lv.terms for lv in local]):
         return
     parts = []
     if spec.get("nodeSelector"):

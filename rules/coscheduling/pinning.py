@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rules.annotations import PLACEMENT, PLACEMENTS
+from rules.budget import check_terms
 from rules.context import Context, PodTarget
 from rules.kube.nodeaffinity import (
     HOSTNAME_LABEL,
@@ -110,9 +111,11 @@ def write_required(target: PodTarget, terms: Sequence[Mapping[str, Any]] | None)
     """Write the required terms whole; when none remain, drop the key from its parent (never an empty list).
 
     Written as fresh copies: a cross product shares requirement objects between terms, and a shared object in
-    the patch value would surface as a YAML alias in `review -o yaml` (which our own loader refuses).
+    the patch value would surface as a YAML alias in `review -o yaml` (which our own loader refuses). Terms past
+    the review budget raise OverBudget instead: the patched pod would be refused when reviewed again.
     """
     if terms:
+        check_terms(terms, target.field("spec." + ".".join(REQUIRED)))
         target.patch.set("spec", *REQUIRED, value={"nodeSelectorTerms": copy_json(list(terms))})
         return
     affinity = target.patch.get("spec", "affinity", default=None) or {}

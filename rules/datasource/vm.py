@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.annotations import FOLLOWS_VM
+from rules.budget import check_followed
 from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
 from rules.coscheduling.anchors import name_of
@@ -103,6 +104,7 @@ def follow_vm(ctx: Context, target: PodTarget) -> None:
     follows = vms_to_follow(ctx.view, target.namespace, target.volumes(ctx.view))
     if not follows:
         return
+    check_followed(sum(len(follow.vms) for follow in follows), target.field("spec.volumes"))
     original_terms = current_terms(target)
     terms = original_terms
     before = dict(target.patch.get("spec", "nodeSelector", default=None) or {})

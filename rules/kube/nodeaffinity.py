@@ -11,6 +11,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rules.budget import check_product
 from rules.kube.names import label_key_error, label_value_error
 from rules.kube.selectors import is_int64, requirement_matches
 from rules.model import Json
@@ -152,7 +153,10 @@ def merge_terms(a: Mapping[str, Any], b: Mapping[str, Any]) -> Json:
 
 
 def and_terms(left: Sequence[Mapping[str, Any]] | None, right: Sequence[Mapping[str, Any]]) -> list[Json]:
-    """AND of two ORed term lists (None on the left means unconstrained); redundant terms are dropped."""
+    """AND of two ORed term lists (None on the left means unconstrained); redundant terms are dropped.
+
+    Raises OverBudget (rules/budget.py) before building a product past the review budget's limits."""
+    check_product(left, right)
     if left is None:
         return simplify([dict(t) for t in right])
     return simplify([merge_terms(a, b) for a in left for b in right])
@@ -167,8 +171,8 @@ def terms_imply(stricter: Sequence[Mapping[str, Any]], looser: Sequence[Mapping[
     """Whether every term on the left already implies some term on the right (syntactically): every requirement
     of the right-hand term appears in the left-hand one. An empty term's node set is empty: it implies every term
     and only an empty term implies it."""
-    right = [_requirements(u) for u in looser]
-    return all(any(_implies(_requirements(t), u) for u in right) for t in stricter)
+    index = _SubsetIndex([_requirements(u) for u in looser])
+    return all(index.implied_by(_requirements(t), strictly=False) for t in stricter)
 
 
 def simplify(terms: Iterable[Json]) -> list[Json]:
@@ -180,12 +184,8 @@ def simplify(terms: Iterable[Json]) -> list[Json]:
         unique.setdefault(
             _term_identity(term, ordered), (term, _Requirements(frozenset(expressions), frozenset(fields)))
         )
-    keys = [requirements for _, requirements in unique.values()]
-    return [
-        term
-        for i, (term, mine) in enumerate(unique.values())
-        if not any(j != i and _implies(mine, other) and not _implies(other, mine) for j, other in enumerate(keys))
-    ]
+    index = _SubsetIndex([requirements for _, requirements in unique.values()])
+    return [term for term, mine in unique.values() if not index.implied_by(mine, strictly=True)]
 
 
 _PARTS = ("matchExpressions", "matchFields")
@@ -232,6 +232,39 @@ def _requirements(term: Mapping[str, Any]) -> _Requirements:
     """A term's expressions and fields as sets: computed once per term, compared many times."""
     expressions, fields = _ordered_requirements(term)
     return _Requirements(frozenset(expressions), frozenset(fields))
+
+
+class _SubsetIndex:
+    """Terms (as requirement sets) indexed so that "does this term imply one of them?" looks only at terms that
+    could be implied: each is filed under its requirement rarest among them, which a term must contain to imply
+    it. Comparing every pair made a simplified product of n terms cost n² set comparisons."""
+
+    def __init__(self, looser: list[_Requirements]) -> None:
+        self.count = len(looser)
+        self.filed: dict[Hashable, list[_Requirements]] = {}
+        seen: dict[Hashable, int] = {}
+        for u in looser:
+            for r in _tagged(u):
+                seen[r] = seen.get(r, 0) + 1
+        for u in looser:
+            if u.expressions or u.fields:
+                self.filed.setdefault(min(_tagged(u), key=seen.__getitem__), []).append(u)
+
+    def implied_by(self, stricter: _Requirements, *, strictly: bool) -> bool:
+        """Whether `stricter` implies one of the terms (`strictly`: one it is not also implied by, itself
+        excluded)."""
+        if not stricter.expressions and not stricter.fields:  # an empty term matches no node: it implies anything
+            return bool(self.filed) if strictly else self.count > 0
+        for r in _tagged(stricter):
+            for u in self.filed.get(r, ()):
+                if _implies(stricter, u) and not (strictly and _implies(u, stricter)):
+                    return True
+        return False
+
+
+def _tagged(requirements: _Requirements) -> list[tuple[str, Hashable]]:
+    """A term's requirements, expressions and fields kept apart."""
+    return [("e", r) for r in requirements.expressions] + [("f", r) for r in requirements.fields]
 
 
 def _implies(stricter: _Requirements, looser: _Requirements) -> bool:

@@ -12,6 +12,11 @@ update).
 The index only narrows the candidates; each candidate is checked with the matching functions of
 rules/kube/nodeaffinity.py, so the semantics (unparsable requirements, matchFields, NotIn on a missing label) are
 exactly theirs.
+
+`NotIn` and `DoesNotExist` match the nodes *without* a label, which the index cannot narrow: a pod of 1,000 such
+terms made every check of 1,000 nodes a million term evaluations. So a list of terms is also evaluated against
+all nodes at once (`admitting`): each node is a bit of an integer, each label value the set of bits of the nodes
+that carry it, and a requirement is a few integer operations whatever the node count. The checks then test a bit.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from rules.kube.nodeaffinity import term_parses, volume_terms_match
+from rules.kube.nodeaffinity import term_parses, terms_key, volume_terms_match
+from rules.kube.selectors import is_int64
 from rules.memo import Memo
 from rules.model import Json
 
@@ -46,6 +52,10 @@ class NodeSet:
         self._with_label = {key: frozenset().union(*values.values()) for key, values in self._by_label.items()}
         self._memo: Memo[bool] = Memo(MEMO_SIZE)
         self._sets: Memo[frozenset[str]] = Memo(SETS_MEMO_SIZE)
+        self._index = {name: i for i, name in enumerate(self._nodes)}
+        self._all = (1 << len(self._nodes)) - 1
+        self._label_bits: dict[tuple[str, str | None], int] = {}  # (key, value or None for "has the key") → bits
+        self._masks: Memo[int] = Memo(SETS_MEMO_SIZE)  # a bit per node: as big as a set of names
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -151,6 +161,113 @@ class NodeSet:
         if operator in ("Exists", "Gt", "Lt"):  # Gt and Lt need the label too
             return self._with_label.get(key, frozenset())
         return None  # NotIn and DoesNotExist match nodes without the label: no narrowing
+
+    def admitting(
+        self,
+        terms: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        selector: Mapping[str, str] | None = None,
+        volume_terms: Iterable[Sequence[Mapping[str, Any]]] = (),
+    ) -> int:
+        """The nodes (a bit set for `contains`) that pass required terms (None: no constraint) as `terms_match`
+        checks them, a nodeSelector, and PV terms as `volume_terms_match` checks them (on labels only).
+
+        What `pod_fits_node` and `volume_terms_match` answer node by node, at a cost linear in the terms and not
+        in terms × nodes; a list of terms is evaluated once per snapshot.
+        """
+        mask = self._all if terms is None else self._terms_bits(terms, by_name=True)
+        for key, value in (selector or {}).items():
+            mask &= self._label(str(key), str(value))
+        for pv_terms in volume_terms:
+            mask &= self._terms_bits(pv_terms, by_name=False)
+        return mask
+
+    def admits_any(
+        self,
+        key: Hashable,
+        terms: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        selector: Mapping[str, str] | None = None,
+        volume_terms: Sequence[Sequence[Mapping[str, Any]]] = (),
+    ) -> bool:
+        """Whether some node passes what `admitting` checks, remembered under `key` (which must identify the
+        question exactly): a question asked again costs one lookup."""
+        return self._memo.get(key, lambda: bool(self.admitting(terms, selector=selector, volume_terms=volume_terms)))
+
+    def contains(self, mask: int, node: Mapping[str, Any]) -> bool:
+        """Whether the node (one of this snapshot's) is in a bit set from `admitting`."""
+        index = self._index.get(str((node.get("metadata") or {}).get("name") or ""))
+        return index is not None and bool(mask >> index & 1)
+
+    def _terms_bits(self, terms: Sequence[Mapping[str, Any]], *, by_name: bool) -> int:
+        """The nodes some term matches; `by_name=False` reads them as a PV's terms are read: without a name."""
+
+        def compute() -> int:
+            mask = 0
+            for term in terms:
+                mask |= self._term_bits(term, by_name)
+            return mask
+
+        return self._masks.get((by_name, terms_key(terms)), compute)
+
+    def _term_bits(self, term: Mapping[str, Any], by_name: bool) -> int:
+        if not term_parses(term):
+            return 0  # a term the API cannot parse matches no node
+        mask = self._all
+        for requirement in term.get("matchExpressions") or ():
+            mask &= self._expression_bits(requirement)
+            if not mask:
+                return 0
+        for requirement in term.get("matchFields") or ():
+            mask &= self._field_bits(requirement, by_name)
+        return mask
+
+    def _expression_bits(self, requirement: Mapping[str, Any]) -> int:
+        """`requirement_matches` over every node: a requirement that parsed (`term_parses`)."""
+        key, operator = str(requirement["key"]), requirement["operator"]
+        values: Sequence[str] = requirement.get("values") or ()
+        if operator in ("In", "NotIn"):
+            mask = 0
+            for value in values:
+                mask |= self._label(key, value)
+            return mask if operator == "In" else self._all & ~mask
+        if operator == "Exists":
+            return self._label(key, None)
+        if operator == "DoesNotExist":
+            return self._all & ~self._label(key, None)
+        bound, mask = int(values[0]), 0  # Gt or Lt: one 64-bit integer value
+        for value in self._by_label.get(key) or {}:
+            if is_int64(value) and (int(value) > bound if operator == "Gt" else int(value) < bound):
+                mask |= self._label(key, value)
+        return mask
+
+    def _field_bits(self, requirement: Mapping[str, Any], by_name: bool) -> int:
+        """`_field_matches` over every node: only `In`/`NotIn` with one value; a node's only field is its name
+        (which a PV's terms never see)."""
+        operator, values = requirement.get("operator"), requirement.get("values") or []
+        if operator not in ("In", "NotIn") or len(values) != 1:
+            return 0
+        if by_name and requirement.get("key") == "metadata.name":
+            index = self._index.get(values[0])
+            equal = 0 if index is None else 1 << index
+        else:
+            equal = self._all if values[0] == "" else 0  # the field is missing: it reads as ""
+        return equal if operator == "In" else self._all & ~equal
+
+    def _label(self, key: str, value: str | None) -> int:
+        """The nodes carrying label `key` with `value` (None: with any value), built on first use (kept only for
+        labels some node carries: what a pod asks for cannot grow the snapshot)."""
+        found = self._label_bits.get((key, value))
+        if found is None:
+            names = self._with_label.get(key, ()) if value is None else (self._by_label.get(key) or {}).get(value, ())
+            if not names:
+                return 0
+            bits = bytearray((len(self._nodes) + 7) // 8)
+            for name in names:
+                index = self._index[name]
+                bits[index >> 3] |= 1 << (index & 7)
+            found = self._label_bits[(key, value)] = int.from_bytes(bits, "little")
+        return found
 
     def volume_nodes(self, terms: Sequence[Mapping[str, Any]]) -> list[str]:
         """The names of the nodes a PV's required terms admit, checked on labels only as the scheduler checks a

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rules.budget import selector_excess
 from rules.kube.selectors import is_int64, type_name
 
 Problem = tuple[str, str]
@@ -30,10 +31,12 @@ _PARSED_PREFIXES = (
 
 @dataclass
 class Problems:
-    """What the walk found: `types` make the body unusable (400), `values` are findings about a valid object."""
+    """What the walk found: `types` make the body unusable (400), `values` are findings about a valid object,
+    `limits` name what is past the review budget (rules/budget.py)."""
 
     types: list[Problem] = field(default_factory=list)
     values: list[Problem] = field(default_factory=list)
+    limits: list[Problem] = field(default_factory=list)
 
 
 def _join(path: str, key: str) -> str:
@@ -186,8 +189,29 @@ _REQUIREMENT = obj(
     extra=_RequirementValues(),
 )
 _TERM = obj({"matchExpressions": list_of(_REQUIREMENT), "matchFields": list_of(_REQUIREMENT)})
+
+
+class _Budgeted(Shape):
+    """A required node affinity within the review budget (rules/budget.py), counted before its types are walked:
+    an object past a limit is answered at once, without naming a path for each of its parts (its types are
+    checked, without paths, so a mistyped one is still a 400 and no rule ever reads mistyped terms)."""
+
+    def __init__(self, inner: Shape) -> None:
+        self.inner = inner
+
+    def ok(self, value: Any) -> bool:
+        return selector_excess(value) is None and self.inner.ok(value)
+
+    def walk(self, value: Any, path: str, out: Problems) -> None:
+        excess = selector_excess(value)
+        if excess is None or not self.inner.ok(value):  # mistyped is refused for its types, whatever its size
+            self.inner.walk(value, path, out)
+        if excess is not None:
+            out.limits.append((_join(path, "nodeSelectorTerms"), f"has {excess}"))
+
+
 _NODE_AFFINITY = obj(
-    {"requiredDuringSchedulingIgnoredDuringExecution": obj({"nodeSelectorTerms": list_of(_TERM)})},
+    {"requiredDuringSchedulingIgnoredDuringExecution": _Budgeted(obj({"nodeSelectorTerms": list_of(_TERM)}))},
 )
 METADATA = obj(
     {

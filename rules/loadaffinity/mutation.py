@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rules.annotations import LOAD_AFFINITY, LOAD_AFFINITY_APPLIED, STORAGE_CLASS
+from rules.budget import check_entries
 from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
 from rules.coscheduling.pinning import (
@@ -34,7 +35,6 @@ from rules.kube.nodeaffinity import (
     simplify,
     terms_imply,
     terms_key,
-    terms_match,
 )
 from rules.kube.tolerations import merge_tolerations
 from rules.kube.volumes import SELECTED_NODE, WAIT_FOR_FIRST_CONSUMER, ClaimVolume, node_local_terms, storage_class_of
@@ -149,6 +149,7 @@ def settings_for(ctx: Context, target: PodTarget) -> LoadSettings | None:
     except JsonError:
         ctx.warn(f"{at} is not valid JSON: load affinity not applied")
         return None
+    check_entries(entries, at)
     errors, unknown = load_affinity_problems(entries, "")
     if errors or unknown:
         ctx.warn(f"{at} is invalid: load affinity not applied")
@@ -335,8 +336,7 @@ def apply_terms(ctx: Context, target: PodTarget, load: LoadTerms, pv_terms: Sequ
     if combined.changed:
         write_required(target, combined.terms)
     nodes = ctx.view.node_set()
-    result = combined.terms
-    if len(nodes) and not nodes.any_fits(("terms", combined.key), lambda node: terms_match(result, node), [result]):
+    if len(nodes) and not nodes.admits_any(("terms", combined.key), combined.terms):
         ctx.warn(
             f"load affinity leaves none of the {counted(len(nodes), 'known node')} for this pod: it would stay Pending"
         )

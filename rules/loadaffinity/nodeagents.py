@@ -34,12 +34,10 @@ from rules.kube.nodeaffinity import (
     label_selector_term,
     merge_terms,
     name_requirement,
-    node_selector_matches,
     pinned_node,
     required_terms,
     term_matches,
     terms_key,
-    terms_match,
 )
 from rules.kube.nodeset import NodeSet
 from rules.kube.selectors import Problem
@@ -141,13 +139,6 @@ class Constraints:
             tuple(sorted({toleration_key(t) for t in self.tolerations}, key=repr)),
         )
 
-    def fits(self, node: Json) -> bool:
-        return (
-            node_selector_matches(self.selector, node)
-            and (self.terms is None or terms_match(self.terms, node))
-            and node_tolerated(self.tolerations, node)
-        )
-
 
 def split(view: ClusterView, agents: NodeAgents, constraints: Constraints, cap: int) -> Split:
     nodes = view.node_set()
@@ -181,7 +172,12 @@ def admissible_nodes(nodes: NodeSet, constraints: Constraints) -> frozenset[str]
     """The known nodes a pod with these constraints may be scheduled on, narrowed by the label index."""
     terms = constraints.terms
     groups = [terms] if terms is not None else ()
-    return nodes.names_matching(("admissible", constraints.key()), constraints.fits, groups, constraints.selector)
+    admitted = nodes.admitting(terms, selector=constraints.selector)
+
+    def fits(node: Json) -> bool:
+        return nodes.contains(admitted, node) and node_tolerated(constraints.tolerations, node)
+
+    return nodes.names_matching(("admissible", constraints.key()), fits, groups, constraints.selector)
 
 
 def restriction(
@@ -199,13 +195,15 @@ def restriction(
     base = [dict(term) for term in terms] if terms is not None else None
     if len(with_agent) <= cap:  # each named node makes at least one term: past the cap, do not even try
         named: list[Json] = []
+        admitting = [nodes.admitting([term]) for term in base or ()]  # each term evaluated once, not per node
         for name in sorted(with_agent):
             pin = {"matchFields": [name_requirement(name)]}
             if base is None:
                 named.append(pin)
             else:
                 node = nodes.get(name) or {"metadata": {"name": name}}
-                named.extend(merge_terms(term, pin) for term in base if term_matches(term, node))
+                matched = (term for term, bits in zip(base, admitting, strict=True) if nodes.contains(bits, node))
+                named.extend(merge_terms(term, pin) for term in matched)
             if len(named) > cap:
                 break
         else:

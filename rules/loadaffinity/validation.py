@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rules.annotations import LOAD_AFFINITY, STORAGE_CLASS
+from rules.budget import check_entries
 from rules.context import Context, PodTarget
 from rules.kube.selectors import Problem
 from rules.loadaffinity.entries import backup_pvc_cluster_problems, entry_cluster_problems
@@ -81,6 +82,7 @@ def load_affinity_annotations(ctx: Context, target: PodTarget) -> None:
             entries = None  # reported by the annotation rule
         if isinstance(entries, list):
             at = target.field(f"metadata.annotations[{LOAD_AFFINITY}]")
+            check_entries(entries, at)
             _warn(ctx, entry_cluster_problems(entries, at, ctx.view))
     storage_class = annotations.get(STORAGE_CLASS)
     changed = isinstance(storage_class, str) and storage_class and old.get(STORAGE_CLASS) != storage_class

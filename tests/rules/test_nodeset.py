@@ -100,6 +100,27 @@ def test_any_fits_is_the_walk_over_every_node(
         assert NodeSet(cluster).any_fits("terms", partial(terms_match, required), [required]) is any(
             terms_match(required, n) for n in cluster
         )
+    # every node at once, as a bit set: what `fits` says of each node (unparsable terms, matchFields that a PV's
+    # terms never see, NotIn on a missing label, Gt/Lt)
+    admitted = nodeset.admitting(own, selector=selector, volume_terms=pv_terms)
+    assert [nodeset.contains(admitted, n) for n in nodeset] == [fits(n) for n in nodeset]
+    assert not nodeset.contains(admitted, node("not-in-the-snapshot"))
+    assert NodeSet(cluster).admits_any("question", own, selector=selector, volume_terms=pv_terms) is expected
+
+
+def test_admitting_evaluates_each_term_once_whatever_the_node_count(monkeypatch: Any) -> None:
+    """1,000 `NotIn` + `DoesNotExist` terms that match no node (the label index cannot narrow them) against 1,000
+    nodes: each requirement is evaluated once for all nodes, not once per node (a million evaluations before)."""
+    from testkit import hostile
+    from tests.rules.test_budget import counting
+
+    calls: list[int] = []
+    monkeypatch.setattr(NodeSet, "_expression_bits", counting(calls, NodeSet._expression_bits))
+    cluster = NodeSet(hostile.nodes(1000))
+    many = hostile.unnarrowable_terms(1000)
+    assert cluster.admitting(many) == 0
+    assert len(calls) == 2000  # two requirements a term
+    assert cluster.admitting(many) == 0 and len(calls) == 2000  # remembered for the snapshot
 
 
 def test_an_answer_is_remembered_per_key_for_the_snapshot() -> None:

@@ -6,7 +6,9 @@ import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
@@ -152,3 +154,37 @@ def test_no_audit_before_the_first_sync_and_one_right_after(monkeypatch: pytest.
         assert runs[0] - at <= WAIT_POLL + 0.5
     finally:
         loop.stop()
+
+
+def test_a_stored_object_past_the_budget_is_reported_once_and_not_audited_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Pending pod with a claim and 10,000 terms held the worker 51 s at every run: it is refused at the typed
+    boundary, reported under the budget family, logged once, and not audited again until the index replaces it."""
+    from rules.audit import audit_objects
+    from testkit import hostile
+
+    pod = hostile.pod("hostile", hostile.unnarrowable_terms(10_000), claim=hostile.CLAIM)
+    pod["status"] = {"phase": "Pending"}
+    cluster = tmp_path / "hostile.json"
+    objects = [*hostile.nodes(3), hostile.storage_class(), hostile.claim_object(hostile.CLAIM), pod]
+    cluster.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    rt = runtime(cluster)
+    audited: list[str] = []
+
+    def counted(objects: Iterable[Any], *args: Any) -> Any:
+        held = list(objects)
+        audited.extend(str(o["metadata"]["name"]) for o in held if o.get("kind") == "Pod")
+        return audit_objects(held, *args)
+
+    monkeypatch.setattr("webhook.audit.loop.audit_objects", counted)
+    loop = AuditLoop(rt, interval=60)
+    with caplog.at_level("WARNING", logger="webhook.audit.loop"):
+        first = loop.run_once()
+        second = loop.run_once()
+    assert first == second == {("budget", hostile.NAMESPACE): 1}
+    assert audited == ["hostile"]  # the second run reported it without auditing it
+    (logged,) = [r.getMessage() for r in caplog.records if "past the review budget" in r.getMessage()]
+    assert "Pod tenant/hostile" in logged and "10,000 node selector terms, over the limit of 1,000" in logged
+    rt.view = load_static_state([cluster])  # the index replaced the object (a change): audited again
+    assert loop.run_once() == first and audited == ["hostile", "hostile"]

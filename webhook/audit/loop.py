@@ -8,7 +8,9 @@ loadAffinity entry in force its matching nodes with and without a Ready Velero n
 in the directory its workers share (the lock goes with a dead worker, and a sibling takes over at its next turn).
 That worker also writes the policy reports when its replica holds the Lease (webhook/audit/lease.py: one writer across
 replicas; webhook/audit/reports.py: what it writes). The audit yields to the worker's other greenlets every few
-milliseconds, so reviews keep being answered while 100,000 pods are audited. What counts as a finding or a
+milliseconds, so reviews keep being answered while 100,000 pods are audited; each object costs at most the review
+budget (rules/budget.py), and an object past it is reported from then on without being evaluated again until it
+changes (the index replaces a changed object). What counts as a finding or a
 stuck pod is rules/audit.py and rules/causes.py; this module is when the audit runs and where its results go.
 """
 
@@ -25,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Protocol, TypeVar, cast
 
+from rules import budget
 from rules.audit import ObjectAudit, audit_objects
 from rules.causes import CODES
 from rules.cluster import LookupFailed
@@ -70,6 +73,8 @@ class AuditLoop:
         self.last_write: WriteCounts | None = None  # what the last run wrote, when it wrote reports
         self._lock: IO[str] | None = None
         self._published: set[tuple[str, str]] = set()
+        #: Objects past the review budget, by (kind, namespace, name): the object as audited and its report.
+        self._refused: dict[tuple[str, str, str], tuple[Json, ObjectAudit]] = {}
         self._entry_series: set[tuple[str, str, str]] = set()
         self._stopped = threading.Event()
 
@@ -120,7 +125,10 @@ class AuditLoop:
         view = cast(Indexed, runtime.view)
         held = [*view.objects("Pod"), *view.objects("ConfigMap")]
         now = datetime.now(UTC)
-        reports = audit_objects(_yielding(held), runtime.view, runtime.policy, runtime.namespace, now)
+        known, fresh = self._known_refusals(held)
+        reports = audit_objects(_yielding(fresh), runtime.view, runtime.policy, runtime.namespace, now)
+        self._remember_refusals(fresh, reports, known)
+        reports = sorted([*reports, *known], key=ObjectAudit.sort_key)
         counts = Counter((f.family, r.namespace) for r in reports for f in r.findings)
         stuck = Counter(r.cause.code for r in reports if r.cause is not None)
         for code in CODES:  # every code, so that a cause that went away reads 0
@@ -142,6 +150,37 @@ class AuditLoop:
             time.monotonic() - started,
         )
         return dict(counts)
+
+    def _known_refusals(self, held: list[Json]) -> tuple[list[ObjectAudit], list[Json]]:
+        """The reports of objects refused by the budget on an earlier run and unchanged since (the very object the
+        index held then), and the objects to audit."""
+        known: list[ObjectAudit] = []
+        fresh: list[Json] = []
+        for obj in held:
+            refused = self._refused.get(_identity(obj))
+            if refused is not None and refused[0] is obj:
+                known.append(refused[1])
+            else:
+                fresh.append(obj)
+        return known, fresh
+
+    def _remember_refusals(self, audited: list[Json], reports: list[ObjectAudit], known: list[ObjectAudit]) -> None:
+        """Remember each object the budget refused on this run (logged once), and forget those gone or changed."""
+        by_key = {_identity(obj): obj for obj in audited}
+        kept = {(r.kind, r.namespace, r.name) for r in known}
+        refused = {key: value for key, value in self._refused.items() if key in kept}
+        for report in reports:
+            over = next((f for f in report.findings if f.family == budget.FAMILY), None)
+            key = (report.kind, report.namespace, report.name)
+            if over is None or key not in by_key:
+                continue
+            refused[key] = (by_key[key], report)
+            log.warning(
+                "%s %s/%s is past the review budget (%s): reported, not audited again until it changes",
+                *key,
+                f"{over.field}: {over.message}" if over.field else over.message,
+            )
+        self._refused = refused
 
     def _write_reports(self, writer: ReportWriter, reports: list[ObjectAudit], held: list[Json]) -> None:
         """The reports, if this replica holds the lease; a failure waits for the next run."""
@@ -194,6 +233,11 @@ def _yielding(objects: Iterable[T]) -> Iterator[T]:
         if time.monotonic() - mark > SLICE:
             time.sleep(PAUSE)
             mark = time.monotonic()
+
+
+def _identity(obj: Json) -> tuple[str, str, str]:
+    metadata = obj.get("metadata") or {}
+    return str(obj.get("kind")), str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
 
 
 def lock_path() -> Path | None:
