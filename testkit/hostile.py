@@ -11,6 +11,8 @@ import json
 from rules.model import Json
 
 NAMESPACE = "tenant"
+#: Where backup and restore pods are trusted with the policy's grants by default (docs/design.md#2-pod-roles).
+VELERO_NAMESPACE = "velero"
 #: The class of the claims below: WaitForFirstConsumer, so CDI workers follow the VM that will use the disk.
 STORAGE_CLASS = "local-wffc"
 CLAIM = "disk-0"
@@ -57,8 +59,11 @@ def pod(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
     claim: str | None = None,
+    namespace: str = NAMESPACE,
+    owner: Json | None = None,
 ) -> Json:
-    """A pod of the tenant's namespace with these required terms, labels, annotations and claim."""
+    """A pod of the tenant's namespace (or `namespace`) with these required terms, labels, annotations and claim,
+    controlled by `owner` when given."""
     spec: Json = {"containers": [{"name": "main", "image": "registry.example/main:1"}]}
     if terms is not None:
         spec["affinity"] = {
@@ -66,7 +71,9 @@ def pod(
         }
     if claim is not None:
         spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
-    metadata: Json = {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}"}
+    metadata: Json = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
+    if owner is not None:
+        metadata["ownerReferences"] = [{**owner, "controller": True, "blockOwnerDeletion": True}]
     if labels:
         metadata["labels"] = labels
     if annotations:
@@ -80,13 +87,15 @@ def affinity_pod(terms: int) -> Json:
 
 
 def cdi_importer(pod_terms: int, vm_terms: int, vms: int = 1) -> tuple[Json, list[Json]]:
-    """A CDI importer pod with `pod_terms` terms, and the objects of its namespace: `vms` halted VMs with `vm_terms`
-    terms each naming the importer's unbound WaitForFirstConsumer claim, the claim and its class."""
+    """A CDI importer pod with `pod_terms` terms, controlled by the claim it mounts as CDI makes it, and the objects
+    of its namespace: `vms` halted VMs with `vm_terms` terms each naming the importer's unbound WaitForFirstConsumer
+    claim, the claim and its class. The tenant writes the VMs; CDI then makes a genuine importer that follows them."""
     importer = pod(
         "importer-disk-0",
         unnarrowable_terms(pod_terms, "example.com/p"),
         labels={"app": "containerized-data-importer", "cdi.kubevirt.io": "importer"},
         claim=CLAIM,
+        owner={"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": CLAIM, "uid": f"uid-{CLAIM}"},
     )
     machines = [_vm(f"vm-{i}", unnarrowable_terms(vm_terms, f"example.com/v{i}-")) for i in range(vms)]
     return importer, [storage_class(), claim_object(CLAIM), *machines]
@@ -139,13 +148,14 @@ def load_affinity_entries(count: int) -> list[Json]:
 
 
 def backup_pod(pod_terms: int, entries: int) -> Json:
-    """A Velero backup pod (the default selector's label) with `pod_terms` terms and a load-affinity annotation
-    of `entries` entries."""
+    """A Velero backup pod (the default selector's label) of Velero's namespace, where the default policy trusts it,
+    with `pod_terms` terms and a load-affinity annotation of `entries` entries."""
     return pod(
         f"backup-{pod_terms}x{entries}",
         unnarrowable_terms(pod_terms, "example.com/b") if pod_terms else None,
         labels={"velero.io/exposer-pod-group": "snapshot-exposer"},
         annotations={"storage-affinity.io/load-affinity": json.dumps(load_affinity_entries(entries))},
+        namespace=VELERO_NAMESPACE,
     )
 
 
