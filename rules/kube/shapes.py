@@ -74,8 +74,18 @@ class _Int64(Shape):
             out.types.append((path, "must be a 64-bit integer (out of range)"))
 
 
+class _Boolean(Shape):
+    def ok(self, value: Any) -> bool:
+        return isinstance(value, bool)
+
+    def walk(self, value: Any, path: str, out: Problems) -> None:
+        if not isinstance(value, bool):
+            out.types.append((path, f"must be a boolean, not {type_name(value)}"))
+
+
 string: Shape = _String()
 int64: Shape = _Int64()
+boolean: Shape = _Boolean()
 
 
 class obj(Shape):
@@ -223,6 +233,11 @@ METADATA = obj(
         "deletionTimestamp": string,
         "labels": _STRINGS,
         "annotations": _Annotations(),
+        # Who controls the object: role trust recognises CDI's workers by the claim that controls them, and a CDI
+        # prime claim's target by its owner.
+        "ownerReferences": list_of(
+            obj({"apiVersion": string, "kind": string, "name": string, "uid": string, "controller": boolean})
+        ),
     }
 )
 _CLAIM_TEMPLATE = obj(

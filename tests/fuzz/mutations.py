@@ -492,7 +492,8 @@ READ_FIELDS = frozenset(
         "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
         "preferredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms", "matchExpressions", "matchFields",
         "preference", "weight", "key", "operator", "values", "nodeSelector", "nodeName", "tolerations", "effect",
-        "value", "tolerationSeconds", "schedulingGates", "data", "status", "phase",
+        "value", "tolerationSeconds", "schedulingGates", "data", "status", "phase", "ownerReferences", "controller",
+        "userInfo", "username",
     }
 )  # fmt: skip
 #: Maps whose keys are the user's: any key below them is read.
