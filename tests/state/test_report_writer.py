@@ -13,10 +13,11 @@ import pytest
 from kubernetes.client import ApiException
 from prometheus_client import REGISTRY
 
-from rules.audit import STUCK, AuditFinding, ObjectAudit
+from rules.audit import STUCK, AuditFinding
 from rules.model import Json
 from rules.reports import MANAGED_BY, REPORT_NAME, SOURCE
 from testkit.fakeapi import REPORT_GROUPS, FakeKubeAPI
+from testkit.reports import findings, tenant_report
 from tests.rules.test_reports import MULTI_ATTACH, audited
 from tests.state.conftest import NAMESPACE, eventually
 from tests.state.test_lease import TIMING, api_client
@@ -39,16 +40,6 @@ def writes(fake: FakeKubeAPI, kind: str = "Report") -> int:
 def stored(fake: FakeKubeAPI, kind: str = "Report") -> dict[tuple[str, str], Json]:
     plural = {"Report": "reports", "PolicyReport": "policyreports"}[kind]
     return {(ns, name): obj for (p, ns, name), obj in fake._objects.items() if p == plural}
-
-
-def findings(namespaces: int, per_namespace: int) -> list[ObjectAudit]:
-    """Pending movers with a drift warning each: `namespaces * per_namespace` findings."""
-    drift = AuditFinding("placementDrift", "spec", "not scheduled yet, and without the placement it needs", "warn")
-    return [
-        ObjectAudit("Pod", f"ns-{n:03d}", f"volsync-src-{i:05d}", role="mover", findings=[drift])
-        for n in range(namespaces)
-        for i in range(per_namespace)
-    ]
 
 
 def install_report_crds(fake_api: FakeKubeAPI, groups: set[str]) -> None:
@@ -224,14 +215,6 @@ def test_more_reports_than_a_list_page_are_read_whole_and_each_page_asks_the_lea
 
 def squatters_metric() -> float | None:
     return REGISTRY.get_sample_value("storage_affinity_report_squatters")
-
-
-def tenant_report(namespace: str, name: str, size: int, labels: dict[str, str] | None = None) -> Json:
-    """A Report of about `size` bytes of JSON, as a tenant may create in its own namespace."""
-    result = {"source": "tenant", "policy": "p", "rule": "r", "result": "fail", "message": "x" * 400}
-    results = [{**result, "rule": f"r{i}"} for i in range(size // 470)]
-    metadata = {"name": name, "namespace": namespace, "labels": labels if labels is not None else {MANAGED_BY: SOURCE}}
-    return {"kind": "Report", "apiVersion": "openreports.io/v1alpha1", "metadata": metadata, "results": results}
 
 
 def test_twenty_1mb_tenant_reports_are_never_read_or_deleted_and_the_writer_holds_no_page_of_them(
