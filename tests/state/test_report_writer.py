@@ -17,7 +17,7 @@ from rules.audit import STUCK, AuditFinding
 from rules.model import Json
 from rules.reports import MANAGED_BY, REPORT_NAME, SOURCE
 from testkit.fakeapi import REPORT_GROUPS, FakeKubeAPI
-from testkit.reports import findings, tenant_report
+from testkit.reports import create_tenant_reports, findings, runs_beside_tenants, tenant_report
 from tests.rules.test_reports import MULTI_ATTACH, audited
 from tests.state.conftest import NAMESPACE, eventually
 from tests.state.test_lease import TIMING, api_client
@@ -222,25 +222,12 @@ def test_twenty_1mb_tenant_reports_are_never_read_or_deleted_and_the_writer_hold
 ) -> None:
     """Tenant reports carrying the writer's label, other names: it lists reports of its own name only (a field
     selector), so their bodies never reach it, and it deletes none of them."""
-    tenant = {(f"tenant-{i % 2}", f"big-{i:02d}") for i in range(20)}
-    for namespace, name in sorted(tenant):
-        fake_api.create(tenant_report(namespace, name, 1024 * 1024))
+    tenant = create_tenant_reports(fake_api)
     assert len(json.dumps(fake_api.get("Report", "tenant-0", "big-00"))) > 1000 * 1000
-    audits = findings(namespaces=20, per_namespace=5)
-    audits[0].namespace = audits[1].namespace = "tenant-0"  # the tenant's namespace has findings too
     w = writer(fake_api, tmp_path)
     w.kind()  # discovery before the measurement
-    tracemalloc.start()
-    try:
-        first = w.write(audits)
-        first_peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.reset_peak()
-        for audit in audits[2:5]:
-            audit.findings = []  # ns-000 is clean now: its report (the writer's) is deleted
-        second = w.write(audits)
-        second_peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    runs = runs_beside_tenants(w)
+    first, second, first_peak, second_peak = runs.first, runs.second, runs.first_peak, runs.second_peak
     print(
         f"\nwriter with twenty 1 MB tenant reports present: peak {first_peak / 2**20:.1f} MiB on the first run "
         f"({first.created} created), {second_peak / 2**20:.1f} MiB on the next ({second.deleted} deleted)"
