@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import (
+    apicost,
     audit,
     datasources,
     flood,
@@ -122,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
 
         (tmp / "hostile").mkdir()
         result["hostile"] = hostile.measure(tmp / "hostile", certs, audit_seconds=5 if args.quick else 10)
+        (tmp / "apicost").mkdir()
+        result["apicost"] = apicost.measure(tmp / "apicost", certs)
 
         step(f"new connections during a flood of {flood.IDLE_TCP:,} idle and {flood.STALLED_TLS} stalled connections")
         raise_file_limit(flood.IDLE_TCP + flood.STALLED_TLS)
@@ -427,6 +430,7 @@ def _later_targets(r: dict[str, Any]) -> list[dict[str, Any]]:
         *flood.targets(r["flood"]),
     ]
     out += r["hostile"]["targets"]  # the review budget: hostile objects and the reviews beside them (bench/hostile.py)
+    out += r["apicost"]["targets"]  # what hostile objects cost the API server and the report writer (bench/apicost.py)
     return out + instructions.targets(r["instructions"]["counts"], r["instructions"]["baseline"])
 
 

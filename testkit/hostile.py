@@ -162,3 +162,13 @@ def backup_pod(pod_terms: int, entries: int) -> Json:
 def trivial_pod() -> Json:
     """A mover pod with nothing to place: what every other tenant sends meanwhile."""
     return pod("trivial", labels={"app.kubernetes.io/created-by": "volsync"})
+
+
+def claims_pod(name: str, claims: list[str], *, namespace: str = NAMESPACE) -> Json:
+    """A VolSync mover (a pod whose claims the mutating webhook reads) mounting each of `claims`: with names of
+    claims that do not exist, every one is a miss of the index."""
+    mover = pod(name, labels={"app.kubernetes.io/created-by": "volsync"}, namespace=namespace)
+    mover["spec"]["volumes"] = [
+        {"name": f"v{i}", "persistentVolumeClaim": {"claimName": claim}} for i, claim in enumerate(claims)
+    ]
+    return mover

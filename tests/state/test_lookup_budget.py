@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from rules.cluster import LookupFailed
-from rules.model import Json
 from testkit.fakeapi import FakeKubeAPI, Request
+from testkit.hostile import claims_pod
 from testkit.reviews import admission_review
 from tests.state.conftest import Live, eventually
 from tests.state.objects import node, pod, pv, pvc, storage_class
@@ -21,17 +21,6 @@ from webhook.state.lookups import REVIEW_GETS, review_lookups
 def calls(api: FakeKubeAPI) -> list[Request]:
     """The requests that are not watches: every GET, list and write the state made."""
     return [r for r in api.requests if not r.watch]
-
-
-def mover(name: str, claims: list[str]) -> Json:
-    """A VolSync mover (what the mutating webhook reads claims for) mounting `claims`."""
-    obj = pod(name, None, phase="Pending")
-    del obj["status"]
-    obj["metadata"]["labels"] = {"app.kubernetes.io/created-by": "volsync"}
-    obj["spec"]["volumes"] = [
-        {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)
-    ]
-    return obj
 
 
 def listed(runtime: Runtime) -> bool:
@@ -52,7 +41,7 @@ def test_a_review_naming_2000_missing_claims_makes_at_most_review_gets_calls(fak
     counts = []
     for attempt in range(2):  # the same pod again, as a controller retrying it would send it
         claims = [f"missing-{i:04d}" for i in range(2_000)]
-        sent = admission_review("CREATE", mover(f"hostile-{attempt}", claims))
+        sent = admission_review("CREATE", claims_pod(f"hostile-{attempt}", claims, namespace="apps"))
         before = len(calls(fake_api))
         answer = client.post("/mutate", json=sent).get_json()
         counts.append(len(calls(fake_api)) - before)
@@ -63,7 +52,7 @@ def test_a_review_naming_2000_missing_claims_makes_at_most_review_gets_calls(fak
     assert counts[0] == REVIEW_GETS  # the first claims were looked up: an object created a moment ago is found
 
     # A mover of a claim that exists is still placed by the same worker.
-    placed = client.post("/mutate", json=admission_review("CREATE", mover("mover", ["data"])))
+    placed = client.post("/mutate", json=admission_review("CREATE", claims_pod("mover", ["data"], namespace="apps")))
     assert "patch" in placed.get_json()["response"]
 
 

@@ -13,10 +13,11 @@ import pytest
 from kubernetes.client import ApiException
 from prometheus_client import REGISTRY
 
-from rules.audit import STUCK, AuditFinding, ObjectAudit
+from rules.audit import STUCK, AuditFinding
 from rules.model import Json
 from rules.reports import MANAGED_BY, REPORT_NAME, SOURCE
 from testkit.fakeapi import REPORT_GROUPS, FakeKubeAPI
+from testkit.reports import create_tenant_reports, findings, runs_beside_tenants, tenant_report
 from tests.rules.test_reports import MULTI_ATTACH, audited
 from tests.state.conftest import NAMESPACE, eventually
 from tests.state.test_lease import TIMING, api_client
@@ -39,16 +40,6 @@ def writes(fake: FakeKubeAPI, kind: str = "Report") -> int:
 def stored(fake: FakeKubeAPI, kind: str = "Report") -> dict[tuple[str, str], Json]:
     plural = {"Report": "reports", "PolicyReport": "policyreports"}[kind]
     return {(ns, name): obj for (p, ns, name), obj in fake._objects.items() if p == plural}
-
-
-def findings(namespaces: int, per_namespace: int) -> list[ObjectAudit]:
-    """Pending movers with a drift warning each: `namespaces * per_namespace` findings."""
-    drift = AuditFinding("placementDrift", "spec", "not scheduled yet, and without the placement it needs", "warn")
-    return [
-        ObjectAudit("Pod", f"ns-{n:03d}", f"volsync-src-{i:05d}", role="mover", findings=[drift])
-        for n in range(namespaces)
-        for i in range(per_namespace)
-    ]
 
 
 def install_report_crds(fake_api: FakeKubeAPI, groups: set[str]) -> None:
@@ -226,38 +217,17 @@ def squatters_metric() -> float | None:
     return REGISTRY.get_sample_value("storage_affinity_report_squatters")
 
 
-def tenant_report(namespace: str, name: str, size: int, labels: dict[str, str] | None = None) -> Json:
-    """A Report of about `size` bytes of JSON, as a tenant may create in its own namespace."""
-    result = {"source": "tenant", "policy": "p", "rule": "r", "result": "fail", "message": "x" * 400}
-    results = [{**result, "rule": f"r{i}"} for i in range(size // 470)]
-    metadata = {"name": name, "namespace": namespace, "labels": labels if labels is not None else {MANAGED_BY: SOURCE}}
-    return {"kind": "Report", "apiVersion": "openreports.io/v1alpha1", "metadata": metadata, "results": results}
-
-
 def test_twenty_1mb_tenant_reports_are_never_read_or_deleted_and_the_writer_holds_no_page_of_them(
     fake_api: FakeKubeAPI, tmp_path: Path
 ) -> None:
     """Tenant reports carrying the writer's label, other names: it lists reports of its own name only (a field
     selector), so their bodies never reach it, and it deletes none of them."""
-    tenant = {(f"tenant-{i % 2}", f"big-{i:02d}") for i in range(20)}
-    for namespace, name in sorted(tenant):
-        fake_api.create(tenant_report(namespace, name, 1024 * 1024))
+    tenant = create_tenant_reports(fake_api)
     assert len(json.dumps(fake_api.get("Report", "tenant-0", "big-00"))) > 1000 * 1000
-    audits = findings(namespaces=20, per_namespace=5)
-    audits[0].namespace = audits[1].namespace = "tenant-0"  # the tenant's namespace has findings too
     w = writer(fake_api, tmp_path)
     w.kind()  # discovery before the measurement
-    tracemalloc.start()
-    try:
-        first = w.write(audits)
-        first_peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.reset_peak()
-        for audit in audits[2:5]:
-            audit.findings = []  # ns-000 is clean now: its report (the writer's) is deleted
-        second = w.write(audits)
-        second_peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    runs = runs_beside_tenants(w)
+    first, second, first_peak, second_peak = runs.first, runs.second, runs.first_peak, runs.second_peak
     print(
         f"\nwriter with twenty 1 MB tenant reports present: peak {first_peak / 2**20:.1f} MiB on the first run "
         f"({first.created} created), {second_peak / 2**20:.1f} MiB on the next ({second.deleted} deleted)"
