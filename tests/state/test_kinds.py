@@ -45,7 +45,7 @@ def test_the_written_list_of_api_calls_names_each_kind_with_its_verbs() -> None:
 
 
 def test_the_index_the_fake_api_and_the_optional_groups_follow_the_list() -> None:
-    assert KINDS == tuple(e.kind for e in STATE_KINDS)
+    assert tuple(e.kind for e in STATE_KINDS) == KINDS
     for entry in STATE_KINDS:
         assert RESOURCES[entry.plural] == (entry.kind, entry.namespaced, entry.prefix)
     assert [(p, k) for group in OPTIONAL_GROUPS for p, k in group.resources] == [(e.plural, e.kind) for e in OPTIONAL]
