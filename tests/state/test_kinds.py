@@ -80,6 +80,7 @@ PASSAGES = (
     Passage("docs/operations.md", "Each gunicorn worker lists", "then watches", CORE),
     Passage("docs/operations.md", "while their resources (", ")", OPTIONAL, by="resource"),
     Passage("docs/operations.md", "The optional API groups have a line each:", "say `ok`", OPTIONAL, by="group"),
+    Passage("docs/placement.md", "are read from the cluster only while", "are served", OPTIONAL, by="group"),
     Passage("docs/operations.md", "A PVC,", "not yet in the cache", tuple(e for e in STATE_KINDS if e.getter)),
     Passage(
         "charts/storage-affinity-webhook/templates/clusterrole.yaml", "# Read-only view", "apiVersion:", CLUSTER_WIDE
