@@ -107,10 +107,8 @@ def objects_from_api(
         raise AuditSourceError(str(exc)) from None
     configuration.retries = 2
     api = client.ApiClient(configuration)
-    core = client.CoreV1Api(api)
-    storage = client.StorageV1Api(api)
     calls: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
-        kind: _list_call(core if BY_KIND[kind].api == "core" else storage, kind, namespace) for kind in LIVE_KINDS
+        kind: _list_call(getattr(client, BY_KIND[kind].client)(api), kind, namespace) for kind in LIVE_KINDS
     }
     index = ClusterIndex()
     audited: list[Json] = []

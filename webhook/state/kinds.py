@@ -39,9 +39,12 @@ class StateKind:
     all_namespaces: bool = False
 
     @property
-    def api(self) -> Literal["core", "storage", "custom"]:
-        """Which client serves its calls."""
-        return "core" if self.group == "" else "storage" if self.group == "storage.k8s.io" else "custom"
+    def client(self) -> str:
+        """The `kubernetes.client` class of its typed calls (`CoreV1Api`, `StorageV1Api`, …), named after its group
+        and version as the client names them; a CRD's kinds have none and are read as custom objects."""
+        if self.lister is None:
+            return "CustomObjectsApi"
+        return f"{(self.group.split('.')[0] or 'core').capitalize()}{self.version.capitalize()}Api"
 
     @property
     def prefix(self) -> str:

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client import ApiException
@@ -73,6 +74,7 @@ class LiveClusterState:
         self.api = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self.api)
         self.storage = client.StorageV1Api(self.api)
+        self._clients: dict[str, Any] = {"CoreV1Api": self.core, "StorageV1Api": self.storage}
         self._deleted: dict[tuple[str, str, str], float] = {}
         self._misses = Misses()
         self._lock = threading.Lock()
@@ -92,8 +94,11 @@ class LiveClusterState:
             Resource(entry.plural, entry.kind, getattr(self._client(entry), str(entry.lister))) for entry in _WATCHED
         ]
 
-    def _client(self, entry: StateKind) -> client.CoreV1Api | client.StorageV1Api:
-        return self.core if entry.api == "core" else self.storage
+    def _client(self, entry: StateKind) -> Any:
+        """The typed client of a kind's group (kinds.py names it), one per class."""
+        if entry.client not in self._clients:
+            self._clients[entry.client] = getattr(client, entry.client)(self.api)
+        return self._clients[entry.client]
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 

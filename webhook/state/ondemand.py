@@ -33,7 +33,7 @@ from webhook.state.watch import list_pages
 
 USER_AGENT = "storage-affinity-webhook-review"
 #: (group, version, plural) of the optional kinds, read as custom objects; a group the cluster does not serve is 404.
-_CUSTOM = {e.kind: (e.group, e.version, e.plural) for e in STATE_KINDS if e.api == "custom"}
+_CUSTOM = {e.kind: (e.group, e.version, e.plural) for e in STATE_KINDS if e.lister is None}
 
 
 class OnDemandView:
