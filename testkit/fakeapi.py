@@ -14,6 +14,8 @@ sends no bookmarks and never answers 410. The behaviours under test — resume f
   they are installed (`served_groups`), with discovery (`/apis` and each group's resource list), and
   coordination.k8s.io Leases; a replace naming a stale resourceVersion, and a delete whose preconditions (uid,
   resourceVersion) the object does not meet, get 409 Conflict;
+- RBAC, when given `grants` (testkit/rbac.py `chart_grants()`: what the chart grants the server's
+  ServiceAccount): a request they do not allow gets 403 Forbidden, as from a real API server;
 - faults: `expire_watches()` (410), `break_watches()` (connection cut without the final chunk),
   `silently()` (changes no watch sees, only a re-list), `fail(status)` and `delay(seconds)` for requests,
   `holding()` (requests unanswered until the test lets them go), `stop()`/`start()` (API down and back on the
@@ -43,37 +45,24 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from testkit.rbac import ANY, Grant, allowed, request_grant
+from webhook.state.kinds import STATE_KINDS
+
 Json = dict[str, Any]
 log = logging.getLogger(__name__)
 
-#: plural → (kind, namespaced, API prefix)
+#: plural → (kind, namespaced, API prefix): the cluster-state kinds (webhook/state/kinds.py) and what the server
+#: writes (Leases, policy reports).
 RESOURCES: dict[str, tuple[str, bool, str]] = {
-    "pods": ("Pod", True, "/api/v1"),
-    "persistentvolumeclaims": ("PersistentVolumeClaim", True, "/api/v1"),
-    "configmaps": ("ConfigMap", True, "/api/v1"),
-    "persistentvolumes": ("PersistentVolume", False, "/api/v1"),
-    "nodes": ("Node", False, "/api/v1"),
-    "storageclasses": ("StorageClass", False, "/apis/storage.k8s.io/v1"),
+    **{entry.plural: (entry.kind, entry.namespaced, entry.prefix) for entry in STATE_KINDS},
     "leases": ("Lease", True, "/apis/coordination.k8s.io/v1"),
     "reports": ("Report", True, "/apis/openreports.io/v1alpha1"),
     "policyreports": ("PolicyReport", True, "/apis/wgpolicyk8s.io/v1alpha2"),
-    "volumesnapshots": ("VolumeSnapshot", True, "/apis/snapshot.storage.k8s.io/v1"),
-    "volumesnapshotcontents": ("VolumeSnapshotContent", False, "/apis/snapshot.storage.k8s.io/v1"),
-    "virtualmachines": ("VirtualMachine", True, "/apis/kubevirt.io/v1"),
-    "datavolumes": ("DataVolume", True, "/apis/cdi.kubevirt.io/v1beta1"),
-    "referencegrants": ("ReferenceGrant", True, "/apis/gateway.networking.k8s.io/v1beta1"),
 }
 #: The API groups a cluster may or may not serve (CRDs): discovery lists those in `FakeKubeAPI.served_groups`,
 #: and their resources answer 404 while they are not served.
 OPTIONAL_GROUPS = frozenset(
-    {
-        "snapshot.storage.k8s.io",
-        "kubevirt.io",
-        "openreports.io",
-        "wgpolicyk8s.io",
-        "cdi.kubevirt.io",
-        "gateway.networking.k8s.io",
-    }
+    {entry.group for entry in STATE_KINDS if entry.feature is not None} | {"openreports.io", "wgpolicyk8s.io"}
 )
 #: The policy report groups, one of which the webhook writes.
 REPORT_GROUPS = frozenset({"openreports.io", "wgpolicyk8s.io"})
@@ -121,8 +110,10 @@ class _Server(ThreadingHTTPServer):
 class FakeKubeAPI:
     """The store, the watch fan-out and the fault switches; `url` is what a kubeconfig points at."""
 
-    def __init__(self, *, bookmark_interval: float = 0.2) -> None:
+    def __init__(self, *, bookmark_interval: float = 0.2, grants: Iterable[Grant] | None = None) -> None:
         self.bookmark_interval = bookmark_interval
+        #: what the client may do (None: everything); change it to take a permission away
+        self.grants: frozenset[Grant] | None = None if grants is None else frozenset(grants)
         self.served_groups: set[str] = set(OPTIONAL_GROUPS)  # take one out: a cluster without that CRD
         self.requests: list[Request] = []
         self.listed: collections.Counter[str] = collections.Counter()  # objects answered by lists, per plural
@@ -496,6 +487,18 @@ def _discovery(path: str, served: set[str]) -> Json | None:
 _VERBS = ["create", "delete", "get", "list", "update", "watch"]
 
 
+def _forbidden(req: Request, grants: frozenset[Grant] | None) -> str | None:
+    """What the API server says when RBAC refuses the request (None: allowed)."""
+    needed = request_grant(req.method, req.path, req.query)
+    if grants is None or needed is None or allowed(needed, grants):
+        return None
+    where = "at the cluster scope" if needed.namespace == ANY else f'in the namespace "{needed.namespace}"'
+    return (
+        f'{needed.resource} is forbidden: User "system:serviceaccount:fake:server" cannot {needed.verb} resource '
+        f'"{needed.resource}" in API group "{needed.group}" {where}'
+    )
+
+
 def _stale(stored: Json | None, body: Json) -> str | None:
     """Why a replace must be refused as the real server does: it names a resourceVersion that is not current."""
     wanted = (body.get("metadata") or {}).get("resourceVersion")
@@ -577,6 +580,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fake._failure is not None and fake._failure[1](req):
             status = fake._failure[0]
             return self._json(status, _status(status, "InternalError", f"injected failure {status}"))
+        if (refused := _forbidden(req, fake.grants)) is not None:
+            return self._json(403, _status(403, "Forbidden", refused))
         if method == "GET" and (discovered := _discovery(url.path, fake.served_groups)) is not None:
             return self._json(200, discovered)
         match = _PATH.match(url.path)
@@ -718,9 +723,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def running_fake_api(*objects: Json, bookmark_interval: float = 0.2) -> Iterator[FakeKubeAPI]:
-    """A started FakeKubeAPI holding `objects`; stopped on exit."""
-    api = FakeKubeAPI(bookmark_interval=bookmark_interval)
+def running_fake_api(
+    *objects: Json, bookmark_interval: float = 0.2, grants: Iterable[Grant] | None = None
+) -> Iterator[FakeKubeAPI]:
+    """A started FakeKubeAPI holding `objects` (allowing only `grants`, when given); stopped on exit."""
+    api = FakeKubeAPI(bookmark_interval=bookmark_interval, grants=grants)
     for obj in objects:
         api.create(obj)
     api.start()

@@ -392,8 +392,27 @@ REFERENCE_GRANT = obj(
         ),
     }
 )
+# The volumes and classes placement reads (rules/kube/volumes.py, rules/loadaffinity).
+PERSISTENT_VOLUME = obj(
+    {
+        "metadata": METADATA,
+        "spec": obj(
+            {
+                "storageClassName": string,
+                "volumeMode": string,
+                "accessModes": list_of(string),
+                "claimRef": obj({"namespace": string, "name": string}),
+                "csi": obj({"driver": string, "volumeHandle": string}),
+                "nodeAffinity": obj({"required": obj({"nodeSelectorTerms": list_of(_TERM)})}),
+            }
+        ),
+    }
+)
+STORAGE_CLASS = obj({"metadata": METADATA, "provisioner": string, "volumeBindingMode": string})
 SHAPES.update(
     {
+        "PersistentVolume": PERSISTENT_VOLUME,
+        "StorageClass": STORAGE_CLASS,
         "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIM,
         "VolumeSnapshot": VOLUME_SNAPSHOT,
         "VolumeSnapshotContent": VOLUME_SNAPSHOT_CONTENT,

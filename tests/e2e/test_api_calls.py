@@ -1,6 +1,7 @@
 """Every request the real server sends to the API is one tests/data/rbac/server-calls.yaml lists, so the chart,
 which grants exactly that list (tests/chart/test_chart_rbac.py), grants what the server needs: live state, the
-policy ConfigMap and the Velero ConfigMap it names, a lookup that misses, the Lease and the policy reports."""
+policy ConfigMap and the Velero ConfigMap it names, a lookup that misses, the Lease and the policy reports. The
+fake API enforces the chart's rules, as a real API server does: without one of them the server is never ready."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from rules.reports import REPORT_NAME
 from testkit.fakeapi import running_fake_api
+from testkit.rbac import chart_grants
 from testkit.server import running_server
 from tests.e2e.test_report_leader import ARGS, NAMESPACE, cluster
 from tests.e2e.test_server import mover_review
@@ -26,7 +28,7 @@ POLICY = {"loadAffinitySource": {"configMap": {"namespace": VELERO[0], "name": V
 
 def test_the_server_calls_only_what_the_list_says(tmp_path: Path) -> None:
     objects = [*cluster(), policy_map(POLICY, namespace=NAMESPACE), velero_map({"loadAffinity": []})]
-    with running_fake_api(*objects) as api:
+    with running_fake_api(*objects, grants=chart_grants()) as api:
         kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
         with running_server(tmp_path, "--kubeconfig", kubeconfig, *ARGS, env={"POD_NAME": "server-a"}) as server:
             review = mover_review("rbac-miss")
@@ -62,3 +64,30 @@ def test_the_server_calls_only_what_the_list_says(tmp_path: Path) -> None:
     assert Grant("", "persistentvolumeclaims", "get", namespace, "not-in-the-index") in made
     assert not [g for g in made if g.resource == "configmaps" and ANY in (g.namespace, g.name)]
     assert {g.verb for g in made if g.group == "openreports.io"} >= {"list", "create"}
+
+
+def test_without_one_chart_rule_the_server_is_refused_and_not_ready(tmp_path: Path) -> None:
+    nodes = ("", "nodes")  # one of the ClusterRole's resources: the placement checks read them
+    grants = [grant for grant in chart_grants() if (grant.group, grant.resource) != nodes]
+    with running_fake_api(*cluster(), grants=grants) as api:
+        kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
+        with (
+            running_server(
+                tmp_path, "--kubeconfig", kubeconfig, *ARGS, "--start-timeout", "1", wait_for="/healthz"
+            ) as server,
+            server.session() as session,
+        ):
+            answer = eventually(
+                lambda: (
+                    (r := session.get(f"{server.url}/readyz?verbose", timeout=10)).status_code == 503
+                    and "nodes: not synced (initial list failing" in r.text
+                    and r.text
+                ),
+                15,
+                "readiness says the nodes list is refused",
+            )
+            assert "[-] nodes: not synced (initial list failing: the API server answered 403 Forbidden" in answer
+            assert session.get(f"{server.url}/readyz", timeout=10).status_code == 503
+        refused = [r for r in api.requests if r.path == "/api/v1/nodes"]
+    assert refused, "the server asked for the nodes"
+    assert "Accepting after the start timeout (1s), not loaded: nodes: not synced" in server.log.read_text()

@@ -31,9 +31,9 @@ def test_the_noun_agrees_with_the_count(count: int, noun: str, expected: str) ->
 
 def test_every_kind_the_live_audit_lists_has_its_plural() -> None:
     assert [counted(2, kind) for kind in LIVE_KINDS] == [
+        "2 PersistentVolumes",
         "2 StorageClasses",
         "2 Nodes",
-        "2 PersistentVolumes",
         "2 PersistentVolumeClaims",
         "2 ConfigMaps",
         "2 Pods",

@@ -11,6 +11,7 @@ import pytest
 
 from rules.policy import Policy, default_policy
 from testkit.fakeapi import FakeKubeAPI, running_fake_api
+from testkit.rbac import chart_grants
 from webhook.policy.lastgood import ReplicaPolicy
 from webhook.runtime import Runtime
 from webhook.state.apisource import load_configuration
@@ -22,7 +23,8 @@ NAMESPACE = "webhook-system"
 
 @pytest.fixture
 def fake_api() -> Iterator[FakeKubeAPI]:
-    with running_fake_api() as api:
+    """The API allowing what the chart grants the server's ServiceAccount, and nothing else."""
+    with running_fake_api(grants=chart_grants()) as api:
         yield api
 
 

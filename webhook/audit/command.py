@@ -24,11 +24,18 @@ from rules.messages import counted, plural
 from rules.model import Json
 from rules.policy import Policy
 from webhook.state.index import ClusterIndex, bulk_ingest, identity
+from webhook.state.kinds import BY_KIND, STATE_KINDS
 from webhook.state.static import read_manifests, state_of
 
 EXIT_CLEAN, EXIT_FINDINGS = 0, 1
-#: What the live audit lists, in this order (the cluster state the rules read, then what is audited).
-LIVE_KINDS = ("StorageClass", "Node", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "Pod")
+#: What the live audit lists through the typed clients, in this order: the cluster state the rules read
+#: (webhook/state/kinds.py; the CRD kinds come after, by `_optional_objects`), cluster-scoped first, pods last.
+LIVE_KINDS = tuple(
+    entry.kind
+    for entry in sorted(
+        (entry for entry in STATE_KINDS if entry.lister is not None), key=lambda e: (e.namespaced, e.kind == "Pod")
+    )
+)
 
 
 class AuditSourceError(Exception):
@@ -100,15 +107,8 @@ def objects_from_api(
         raise AuditSourceError(str(exc)) from None
     configuration.retries = 2
     api = client.ApiClient(configuration)
-    core = client.CoreV1Api(api)
-    storage = client.StorageV1Api(api)
     calls: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
-        "StorageClass": (storage.list_storage_class, ()),
-        "Node": (core.list_node, ()),
-        "PersistentVolume": (core.list_persistent_volume, ()),
-        "PersistentVolumeClaim": _namespaced(core, "persistent_volume_claim", namespace),
-        "ConfigMap": _namespaced(core, "config_map", namespace),
-        "Pod": _namespaced(core, "pod", namespace),
+        kind: _list_call(getattr(client, BY_KIND[kind].client)(api), kind, namespace) for kind in LIVE_KINDS
     }
     index = ClusterIndex()
     audited: list[Json] = []
@@ -147,7 +147,7 @@ def _optional_objects(api: Any, namespace: str | None, index: ClusterIndex) -> l
     found: list[Json] = []
     for group in OPTIONAL_GROUPS:
         for resources, kind in group.resources:
-            scope = None if kind in group.cluster_scoped else namespace
+            scope = None if kind in group.cluster_scoped else namespace  # listed everywhere: kinds.py says why
             found.extend(_custom_objects(api, scope, index, (group.group, group.version, resources), kind))
     return found
 
@@ -179,10 +179,11 @@ def _custom_objects(
     return objects
 
 
-def _namespaced(core: Any, what: str, namespace: str | None) -> tuple[Callable[..., Any], tuple[str, ...]]:
-    if namespace is None:
-        return getattr(core, f"list_{what}_for_all_namespaces"), ()
-    return getattr(core, f"list_namespaced_{what}"), (namespace,)
+def _list_call(api: Any, kind: str, namespace: str | None) -> tuple[Callable[..., Any], tuple[str, ...]]:
+    """The typed client's list of a kind in `namespace` (None: every namespace), with its arguments."""
+    entry = BY_KIND[kind]
+    scope = (namespace,) if namespace is not None and entry.namespaced else ()
+    return getattr(api, str(entry.list_call(namespace))), scope
 
 
 # --- output --------------------------------------------------------------------------------------------------

@@ -20,21 +20,10 @@ from rules.kube.volumes import claim_references
 from rules.loadaffinity.agents import NO_AGENTS, AgentState, NodeAgents, agent_state, is_node_agent
 from rules.model import PREFIX, Json, namespaced_name
 from webhook.state.datasources import TRIMMERS, SourceLinks, trim_data_source
+from webhook.state.kinds import STATE_KINDS
 
-#: The kinds the index keeps, by `kind`.
-KINDS = (
-    "Pod",
-    "PersistentVolumeClaim",
-    "PersistentVolume",
-    "StorageClass",
-    "Node",
-    "ConfigMap",
-    "VolumeSnapshot",
-    "VolumeSnapshotContent",
-    "VirtualMachine",
-    "DataVolume",
-    "ReferenceGrant",
-)
+#: The kinds the index keeps, by `kind`: the one list of webhook/state/kinds.py.
+KINDS = tuple(entry.kind for entry in STATE_KINDS)
 
 _KEEP_ANNOTATION_PREFIXES = (
     PREFIX,
@@ -286,6 +275,10 @@ class ClusterIndex:
                 self._agents = fresh._agents
                 self._agent_sets = {}
             self._links.take(kind, fresh._links)
+
+    def get(self, kind: str, namespace: str, name: str) -> Json | None:
+        """One object of a kind by namespace ("" when cluster-scoped) and name."""
+        return self._objects[kind].get((namespace, name))
 
     def count(self, kind: str) -> int:
         return len(self._objects.get(kind, {}))

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client import ApiException
@@ -41,6 +42,7 @@ from webhook.policy.reload import PolicyConfigMapSink, ProblemBoard, VeleroConfi
 from webhook.runtime import Runtime
 from webhook.state.apierrors import describe
 from webhook.state.index import ClusterIndex
+from webhook.state.kinds import BY_KIND, STATE_KINDS, StateKind
 from webhook.state.lookups import Misses, current_review, review_lookups
 from webhook.state.optional import OPTIONAL_GROUPS, OptionalGroups
 from webhook.state.watch import IndexSink, LiveOptions, Resource, ResourceWatch, Sink
@@ -48,21 +50,10 @@ from webhook.state.watch import IndexSink, LiveOptions, Resource, ResourceWatch,
 log = logging.getLogger(__name__)
 
 
-#: kind → (index lookup name, the GET call's name on its API, namespaced)
-_GETTERS = {
-    "PersistentVolumeClaim": ("core", "read_namespaced_persistent_volume_claim", True),
-    "PersistentVolume": ("core", "read_persistent_volume", False),
-    "StorageClass": ("storage", "read_storage_class", False),
-    "Node": ("core", "read_node", False),
-    "ConfigMap": ("core", "read_namespaced_config_map", True),
-}
+#: The kinds listed and watched cluster-wide through the typed clients (the optional groups' are in optional.py).
+_WATCHED = tuple(entry for entry in STATE_KINDS if entry.watched == "cluster" and entry.feature is None)
 #: kind → the watch whose index answers its misses once synced (the Velero ConfigMap has its own, followed)
-_WATCH_OF = {
-    "PersistentVolumeClaim": "persistentvolumeclaims",
-    "PersistentVolume": "persistentvolumes",
-    "StorageClass": "storageclasses",
-    "Node": "nodes",
-}
+_WATCH_OF = {entry.kind: entry.plural for entry in _WATCHED if entry.getter}
 
 
 @dataclass(frozen=True)
@@ -83,6 +74,7 @@ class LiveClusterState:
         self.api = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self.api)
         self.storage = client.StorageV1Api(self.api)
+        self._clients: dict[str, Any] = {"CoreV1Api": self.core, "StorageV1Api": self.storage}
         self._deleted: dict[tuple[str, str, str], float] = {}
         self._misses = Misses()
         self._lock = threading.Lock()
@@ -98,16 +90,15 @@ class LiveClusterState:
         self._velero: FollowedConfigMap | None = None
 
     def _resources(self) -> list[Resource]:
-        core, storage = self.core, self.storage
         return [
-            Resource("pods", "Pod", core.list_pod_for_all_namespaces),
-            Resource(
-                "persistentvolumeclaims", "PersistentVolumeClaim", core.list_persistent_volume_claim_for_all_namespaces
-            ),
-            Resource("persistentvolumes", "PersistentVolume", core.list_persistent_volume),
-            Resource("storageclasses", "StorageClass", storage.list_storage_class),
-            Resource("nodes", "Node", core.list_node),
+            Resource(entry.plural, entry.kind, getattr(self._client(entry), str(entry.lister))) for entry in _WATCHED
         ]
+
+    def _client(self, entry: StateKind) -> Any:
+        """The typed client of a kind's group (kinds.py names it), one per class."""
+        if entry.client not in self._clients:
+            self._clients[entry.client] = getattr(client, entry.client)(self.api)
+        return self._clients[entry.client]
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -309,11 +300,11 @@ class LiveClusterState:
 
     def _fetch(self, kind: str, namespace: str, name: str, sink: Sink | None = None) -> Json | None:
         """One GET with the lookup timeout; the answer is cached (unless the watch knows better by now)."""
-        api_name, method, namespaced = _GETTERS[kind]
+        entry = BY_KIND[kind]
         what = _what(kind, namespace, name)
         started = time.monotonic()
-        call = getattr(self.core if api_name == "core" else self.storage, method)
-        args = (name, namespace) if namespaced else (name,)
+        call = getattr(self._client(entry), str(entry.getter))
+        args = (name, namespace) if entry.namespaced else (name,)
         try:
             response = call(*args, _preload_content=False, _request_timeout=self.options.lookup_timeout)
             obj = json.loads(response.data)
@@ -324,25 +315,13 @@ class LiveClusterState:
             raise LookupFailed(f"GET {what}: {describe(exc)}") from None
         except Exception as exc:  # a timeout, a refused connection, a garbled answer
             raise LookupFailed(f"GET {what} failed within {self.options.lookup_timeout:g}s: {describe(exc)}") from None
-        cached = self._cached(kind, namespace, name)
+        cached = self.index.get(kind, namespace, name)
         if cached is not None:
             return cached  # a watch event landed meanwhile: it is at least as new
         if self._deleted.get((kind, namespace, name), 0.0) >= started:
             return None  # deleted while the GET was in flight
         (sink or IndexSink(self.index, kind, self._deleted)).apply({**obj, "kind": kind})
-        return self._cached(kind, namespace, name)
-
-    def _cached(self, kind: str, namespace: str, name: str) -> Json | None:
-        if kind == "PersistentVolumeClaim":
-            return self.index.pvc(namespace, name)
-        if kind == "ConfigMap":
-            return self.index.config_map(namespace, name)
-        lookup: Callable[[str], Json | None] = {
-            "PersistentVolume": self.index.pv,
-            "StorageClass": self.index.storage_class,
-            "Node": self.index.node,
-        }[kind]
-        return lookup(name)
+        return self.index.get(kind, namespace, name)
 
     # -- data sources and VMs: from the index only (no GET on a miss: a source not seen yet is "unresolved") ----
 
@@ -366,4 +345,4 @@ class LiveClusterState:
 
 
 def _what(kind: str, namespace: str, name: str) -> str:
-    return f"{kind} {namespace}/{name}" if _GETTERS[kind][2] else f"{kind} {name}"
+    return f"{kind} {namespace}/{name}" if BY_KIND[kind].namespaced else f"{kind} {name}"

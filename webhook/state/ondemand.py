@@ -28,16 +28,12 @@ from rules.loadaffinity.velero import config_problems
 from rules.model import Json
 from webhook.state.apierrors import describe
 from webhook.state.index import ClusterIndex
+from webhook.state.kinds import STATE_KINDS
 from webhook.state.watch import list_pages
 
 USER_AGENT = "storage-affinity-webhook-review"
 #: (group, version, plural) of the optional kinds, read as custom objects; a group the cluster does not serve is 404.
-_CUSTOM = {
-    "VolumeSnapshot": ("snapshot.storage.k8s.io", "v1", "volumesnapshots"),
-    "VolumeSnapshotContent": ("snapshot.storage.k8s.io", "v1", "volumesnapshotcontents"),
-    "VirtualMachine": ("kubevirt.io", "v1", "virtualmachines"),
-    "DataVolume": ("cdi.kubevirt.io", "v1beta1", "datavolumes"),
-}
+_CUSTOM = {e.kind: (e.group, e.version, e.plural) for e in STATE_KINDS if e.lister is None}
 
 
 class OnDemandView:

@@ -18,6 +18,7 @@ from kubernetes import client
 
 from webhook.state.apierrors import describe
 from webhook.state.index import ClusterIndex
+from webhook.state.kinds import STATE_KINDS, StateKind
 from webhook.state.watch import IndexSink, LiveOptions, Resource, ResourceWatch
 
 log = logging.getLogger(__name__)
@@ -32,26 +33,25 @@ class OptionalGroup:
     cluster_scoped: frozenset[str] = frozenset()  # the kinds listed cluster-wide even for one namespace
 
 
-OPTIONAL_GROUPS = (
-    OptionalGroup(
-        "snapshot.storage.k8s.io",
-        "v1",
-        (("volumesnapshots", "VolumeSnapshot"), ("volumesnapshotcontents", "VolumeSnapshotContent")),
-        "placement from snapshot sources",
-        cluster_scoped=frozenset({"VolumeSnapshotContent"}),
-    ),
-    OptionalGroup("kubevirt.io", "v1", (("virtualmachines", "VirtualMachine"),), "CDI workers following their VM"),
-    OptionalGroup(
-        "cdi.kubevirt.io", "v1beta1", (("datavolumes", "DataVolume"),), "DataVolumes named in CDI reasons and VM audits"
-    ),
-    OptionalGroup(
-        "gateway.networking.k8s.io",
-        "v1beta1",
-        (("referencegrants", "ReferenceGrant"),),
-        "cross-namespace data sources",
-        cluster_scoped=frozenset({"ReferenceGrant"}),  # a grant lives in the source's namespace, not the pod's
-    ),
-)
+def _optional_groups() -> tuple[OptionalGroup, ...]:
+    """The groups of the kinds webhook/state/kinds.py marks with a feature, in the list's order."""
+    groups: dict[tuple[str, str], list[StateKind]] = {}
+    for entry in STATE_KINDS:
+        if entry.feature is not None:
+            groups.setdefault((entry.group, entry.version), []).append(entry)
+    return tuple(
+        OptionalGroup(
+            group,
+            version,
+            tuple((entry.plural, entry.kind) for entry in entries),
+            str(entries[0].feature),
+            frozenset(entry.kind for entry in entries if entry.all_namespaces),
+        )
+        for (group, version), entries in groups.items()
+    )
+
+
+OPTIONAL_GROUPS = _optional_groups()
 
 
 class OptionalGroups:

@@ -8,19 +8,18 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rules.kube.shapes import object_problems
-from rules.messages import plural
 from rules.model import Json
 from rules.safeload import DocumentError, iter_objects, load_documents, unreadable
 from webhook import metrics
 from webhook.state.index import KINDS, ClusterIndex, bulk_ingest
+from webhook.state.kinds import BY_KIND
 
 #: Seconds between two updates of a static server's cache age (the live server's tick is as often).
 AGE_EVERY = 5.0
 
 
 def load_static_state(paths: Iterable[str | Path]) -> ClusterIndex:
-    """An index of every Pod, PVC, PV, StorageClass, Node, ConfigMap, VolumeSnapshot, VolumeSnapshotContent,
-    VirtualMachine, DataVolume and ReferenceGrant in the files (other kinds ignored)."""
+    """An index of every object in the files of a kind webhook/state/kinds.py lists (other kinds ignored)."""
     return state_of(read_manifests(paths))
 
 
@@ -61,8 +60,8 @@ def state_of(manifests: Iterable[tuple[str, Json]]) -> ClusterIndex:
 
 
 def resource_name(kind: str) -> str:
-    """The API's resource name of a kind (lower case plural), which labels the live watches' cache series."""
-    return plural(kind).lower()
+    """The API's resource name of a kind, which labels the live watches' cache series."""
+    return BY_KIND[kind].plural
 
 
 class StaticCacheGauges:

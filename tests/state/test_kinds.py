@@ -1,0 +1,116 @@
+"""The one list of the cluster-state kinds (webhook/state/kinds.py) is what everything else names: the chart's
+ClusterRole, the written list of the server's API calls, the fake API and the docs' lists of kinds. Adding a kind
+to the list and forgetting one of them fails here (docs/development.md, "Adding a cluster-state kind")."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pytest
+
+from rules.kube.shapes import object_problems
+from rules.messages import plural
+from testkit.fakeapi import RESOURCES
+from tests.chart.chart_helpers import FULLNAME, render
+from tests.rbac_calls import Grant, calls, rendered_grants
+from tests.support import ROOT
+from webhook.state.index import KINDS
+from webhook.state.kinds import STATE_KINDS, StateKind
+from webhook.state.optional import OPTIONAL_GROUPS
+
+CLUSTER_WIDE = tuple(entry for entry in STATE_KINDS if entry.verbs)
+CORE = tuple(entry for entry in CLUSTER_WIDE if entry.feature is None)
+OPTIONAL = tuple(entry for entry in STATE_KINDS if entry.feature is not None)
+#: How the docs shorten some kinds.
+SHORT = {"PersistentVolumeClaim": "PVC", "PersistentVolume": "PV"}
+
+
+def test_the_chart_cluster_role_grants_each_kind_exactly_the_verbs_the_server_uses() -> None:
+    """Of the state kinds' resources (the role may grant others: what the audit reads, say)."""
+    (role,) = [d for d in render() if d["kind"] == "ClusterRole" and d["metadata"]["name"] == FULLNAME]
+    resources = {(e.group, e.plural) for e in STATE_KINDS}
+    granted = {g for g in rendered_grants([role]) if (g.group, g.resource) in resources}
+    assert granted == {Grant(e.group, e.plural, verb) for e in CLUSTER_WIDE for verb in e.verbs}
+
+
+def test_the_written_list_of_api_calls_names_each_kind_with_its_verbs() -> None:
+    """tests/data/rbac/server-calls.yaml, which the chart is checked against in every mode."""
+    state_calls = {
+        (call["group"], call["resource"]): sorted(call["verbs"])
+        for call in calls()
+        if call["where"] == "cluster" and str(call["by"]).startswith("webhook/state/")
+    }
+    assert state_calls == {(e.group, e.plural): sorted(e.verbs) for e in CLUSTER_WIDE}
+    by_name = {call["resource"] for call in calls() if "name" in call and str(call["by"]).startswith("webhook/state/")}
+    assert by_name == {e.plural for e in STATE_KINDS if e.watched == "by-name"}
+
+
+def test_the_index_the_fake_api_and_the_optional_groups_follow_the_list() -> None:
+    assert tuple(e.kind for e in STATE_KINDS) == KINDS
+    for entry in STATE_KINDS:
+        assert RESOURCES[entry.plural] == (entry.kind, entry.namespaced, entry.prefix)
+    assert [(p, k) for group in OPTIONAL_GROUPS for p, k in group.resources] == [(e.plural, e.kind) for e in OPTIONAL]
+    assert {e.kind for e in STATE_KINDS if e.feature is None} == {e.kind for e in STATE_KINDS if e.lister}
+
+
+@pytest.mark.parametrize("entry", STATE_KINDS, ids=lambda e: e.kind)
+def test_each_kind_has_a_shape_at_the_typed_boundary(entry: StateKind) -> None:
+    """The static loader checks every object against rules/kube/shapes.py: a kind without a shape would take
+    any value, and crash the rule that reads it."""
+    broken = {"kind": entry.kind, "metadata": {"name": ["not", "a", "string"]}}
+    assert object_problems(entry.kind, broken).types, f"rules/kube/shapes.py has no shape for {entry.kind}"
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A doc's list of kinds: the text from `start` to the next `end`, and which kinds it must name."""
+
+    path: str
+    start: str
+    end: str
+    kinds: tuple[StateKind, ...]
+    by: str = "kind"  # or "resource": the API's plural in backquotes, or "group"
+
+
+PASSAGES = (
+    Passage("docs/cli.md", "takes YAML/JSON manifests", "(the last", STATE_KINDS),
+    Passage("docs/design.md", "(YAML/JSON manifests, multi-document", ").", STATE_KINDS),
+    Passage("docs/design.md", "(read pods, PVCs, PVs,", "cluster-wide", CLUSTER_WIDE),
+    Passage("docs/design.md", "State: the index keeps", "(trimmed", OPTIONAL),
+    Passage("docs/design.md", "The chart grants list/watch on", "(no GET", OPTIONAL, by="resource"),
+    Passage("docs/operations.md", "Each gunicorn worker lists", "then watches", CORE),
+    Passage("docs/operations.md", "while their resources (", ")", OPTIONAL, by="resource"),
+    Passage("docs/operations.md", "The optional API groups have a line each:", "say `ok`", OPTIONAL, by="group"),
+    Passage("docs/placement.md", "are read from the cluster only while", "are served", OPTIONAL, by="group"),
+    Passage("docs/operations.md", "A PVC,", "not yet in the cache", tuple(e for e in STATE_KINDS if e.getter)),
+    Passage(
+        "charts/storage-affinity-webhook/templates/clusterrole.yaml", "# Read-only view", "apiVersion:", CLUSTER_WIDE
+    ),
+)
+
+
+def _names(entry: StateKind, by: str) -> list[str]:
+    if by == "resource":
+        return [f"`{entry.plural}`"]
+    if by == "group":
+        return [f"`{entry.group}`"]
+    names = [entry.kind, plural(entry.kind), entry.plural]
+    if entry.kind in SHORT:
+        names += [SHORT[entry.kind], plural(SHORT[entry.kind])]
+    return names
+
+
+@pytest.mark.parametrize("passage", PASSAGES, ids=lambda p: f"{p.path}:{p.start}")
+def test_the_docs_lists_of_kinds_name_every_kind(passage: Passage) -> None:
+    text = " ".join((ROOT / passage.path).read_text(encoding="utf-8").split())
+    begin = text.find(passage.start)
+    assert begin >= 0, f"{passage.path} no longer says {passage.start!r}: point this test at its list of kinds"
+    end = text.find(passage.end, begin + len(passage.start))
+    listed = text[begin : end if end >= 0 else None]
+    missing = [
+        e.kind
+        for e in passage.kinds
+        if not any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", listed) for n in _names(e, passage.by))
+    ]
+    assert not missing, f"{passage.path}: {passage.start!r}… lacks {missing}"

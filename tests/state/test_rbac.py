@@ -1,0 +1,39 @@
+"""The fake API allows only what the chart grants the server's ServiceAccount (rendered by helm), as a real API
+server does: with the chart's rules the live state gets ready without one refused request; without the rule of
+any one cluster-state kind it is refused (403) and never ready, as a pod in a cluster would never be."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from testkit.fakeapi import FakeKubeAPI
+from testkit.rbac import allowed, chart_grants, request_grant
+from tests.state.conftest import Live, eventually
+from webhook.state.kinds import STATE_KINDS, StateKind
+
+
+def test_the_chart_rules_are_enough_to_get_ready(fake_api: FakeKubeAPI, live: Live) -> None:
+    _, runtime = live()
+    eventually(runtime.ready, what="ready with what the chart grants")
+    needed = [request_grant(r.method, r.path, r.query) for r in fake_api.requests]
+    assert not [grant for grant in needed if grant is not None and not allowed(grant, chart_grants())]
+    assert {(g.resource, g.verb) for g in needed if g is not None} >= {(e.plural, "list") for e in STATE_KINDS}
+
+
+@pytest.mark.parametrize("entry", STATE_KINDS, ids=lambda e: e.kind)
+def test_without_the_rule_of_a_kind_the_server_is_refused_and_never_ready(
+    fake_api: FakeKubeAPI, live: Live, entry: StateKind
+) -> None:
+    fake_api.grants = frozenset(
+        grant for grant in chart_grants() if (grant.group, grant.resource) != (entry.group, entry.plural)
+    )
+    _, runtime = live()
+    refused = eventually(
+        lambda: [detail for detail in runtime.readiness().values() if detail and "403" in detail],
+        what=f"a readiness check says the {entry.plural} list is refused",
+    )
+    assert any(entry.plural in detail or "forbidden" in detail.lower() for detail in refused), refused
+    time.sleep(0.5)  # retries, with backoff, are refused alike
+    assert not runtime.ready()

@@ -1,0 +1,148 @@
+"""The one list of the cluster-state kinds: every kind of object the rules read from the cluster.
+
+Everything that names these kinds is derived from `STATE_KINDS` or checked against it by a test: the index
+(webhook/state/index.py), the static loader and its cache series (webhook/state/static.py), the live watches and
+GETs (webhook/state/live.py), the optional groups (webhook/state/optional.py), the audit's lists
+(webhook/audit/command.py), the fake API's served kinds (testkit/fakeapi.py), and, by tests/state/test_kinds.py,
+the chart's ClusterRole, tests/data/rbac/server-calls.yaml and the docs' lists of kinds. Adding a kind is one
+entry here and the steps of docs/development.md, "Adding a cluster-state kind".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+#: How the live server reads a kind: `cluster` lists and watches it across all namespaces; `by-name` watches only
+#: the ConfigMaps it is told of, each in its namespace with a field selector on its name (webhook/state/live.py).
+Watched = Literal["cluster", "by-name"]
+
+
+@dataclass(frozen=True)
+class StateKind:
+    """One kind the rules read, and how the server reads it."""
+
+    kind: str
+    plural: str  # the API's resource name: RBAC rules, request paths and the cache series' `resource` label
+    group: str  # "" for the core API
+    version: str
+    namespaced: bool
+    watched: Watched = "cluster"
+    #: the typed client's GET on an index miss (`read_…` of CoreV1Api or StorageV1Api), or None: never fetched
+    getter: str | None = None
+    #: the typed client's list across all namespaces (`list_…`); None for a CRD, listed by CustomObjectsApi
+    lister: str | None = None
+    #: for a kind of a CRD group the cluster may not serve: what the rules lose while it is not served
+    feature: str | None = None
+    #: listed in every namespace even by an audit of one namespace (a cluster-scoped kind, or one whose objects
+    #: live in another namespace than the pods that need them)
+    all_namespaces: bool = False
+
+    @property
+    def client(self) -> str:
+        """The `kubernetes.client` class of its typed calls (`CoreV1Api`, `StorageV1Api`, …), named after its group
+        and version as the client names them; a CRD's kinds have none and are read as custom objects."""
+        if self.lister is None:
+            return "CustomObjectsApi"
+        return f"{(self.group.split('.')[0] or 'core').capitalize()}{self.version.capitalize()}Api"
+
+    @property
+    def prefix(self) -> str:
+        """The API path its resources live under."""
+        return f"/api/{self.version}" if self.group == "" else f"/apis/{self.group}/{self.version}"
+
+    def list_call(self, namespace: str | None) -> str | None:
+        """The typed client's list in `namespace` (None: across all namespaces), for a kind it serves."""
+        if self.lister is None or namespace is None or not self.namespaced:
+            return self.lister
+        return "list_namespaced_" + self.lister.removeprefix("list_").removesuffix("_for_all_namespaces")
+
+    @property
+    def verbs(self) -> tuple[str, ...]:
+        """The RBAC verbs the server needs on it cluster-wide (none for a kind read by name only)."""
+        if self.watched == "by-name":
+            return ()
+        return ("get", "list", "watch") if self.getter else ("list", "watch")
+
+
+STATE_KINDS: tuple[StateKind, ...] = (
+    StateKind("Pod", "pods", "", "v1", True, lister="list_pod_for_all_namespaces"),
+    StateKind(
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        "",
+        "v1",
+        True,
+        getter="read_namespaced_persistent_volume_claim",
+        lister="list_persistent_volume_claim_for_all_namespaces",
+    ),
+    StateKind(
+        "PersistentVolume",
+        "persistentvolumes",
+        "",
+        "v1",
+        False,
+        getter="read_persistent_volume",
+        lister="list_persistent_volume",
+        all_namespaces=True,
+    ),
+    StateKind(
+        "StorageClass",
+        "storageclasses",
+        "storage.k8s.io",
+        "v1",
+        False,
+        getter="read_storage_class",
+        lister="list_storage_class",
+        all_namespaces=True,
+    ),
+    StateKind("Node", "nodes", "", "v1", False, getter="read_node", lister="list_node", all_namespaces=True),
+    StateKind(
+        "ConfigMap",
+        "configmaps",
+        "",
+        "v1",
+        True,
+        watched="by-name",
+        getter="read_namespaced_config_map",
+        lister="list_config_map_for_all_namespaces",
+    ),
+    StateKind(
+        "VolumeSnapshot",
+        "volumesnapshots",
+        "snapshot.storage.k8s.io",
+        "v1",
+        True,
+        feature="placement from snapshot sources",
+    ),
+    StateKind(
+        "VolumeSnapshotContent",
+        "volumesnapshotcontents",
+        "snapshot.storage.k8s.io",
+        "v1",
+        False,
+        feature="placement from snapshot sources",
+        all_namespaces=True,
+    ),
+    StateKind("VirtualMachine", "virtualmachines", "kubevirt.io", "v1", True, feature="CDI workers following their VM"),
+    StateKind(
+        "DataVolume",
+        "datavolumes",
+        "cdi.kubevirt.io",
+        "v1beta1",
+        True,
+        feature="DataVolumes named in CDI reasons and VM audits",
+    ),
+    StateKind(
+        "ReferenceGrant",
+        "referencegrants",
+        "gateway.networking.k8s.io",
+        "v1beta1",
+        True,
+        feature="cross-namespace data sources",
+        all_namespaces=True,  # a grant lives in the source's namespace, not the pod's
+    ),
+)
+
+#: The kinds by name.
+BY_KIND: dict[str, StateKind] = {entry.kind: entry for entry in STATE_KINDS}
