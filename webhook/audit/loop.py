@@ -9,7 +9,7 @@ in the directory its workers share (the lock goes with a dead worker, and a sibl
 That worker also writes the policy reports when its replica holds the Lease (webhook/audit/lease.py: one writer across
 replicas; webhook/audit/reports.py: what it writes). The audit yields to the worker's other greenlets every few
 milliseconds, so reviews keep being answered while 100,000 pods are audited. What counts as a finding or a
-stuck pod is rules/audit.py and rules/causes.py; this module is when the audit runs and where its results go.
+stuck pod is rules/audit.py and rules/causes/; this module is when the audit runs and where its results go.
 """
 
 from __future__ import annotations
