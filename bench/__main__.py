@@ -30,7 +30,6 @@ from bench import (
     workload,
 )
 from bench.report import save, step
-from testkit.rawtls import raise_file_limit
 from testkit.server import issue_certs
 from webhook.policy.file import load_policy_file
 from webhook.state.index import ClusterIndex, bulk_ingest
@@ -120,11 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         result["data_sources"] = datasources.both(tmp / "datasources", certs, clusters[sizes[-1]], snapshots, vms)
 
         step(f"new connections during a flood of {flood.IDLE_TCP:,} idle and {flood.STALLED_TLS} stalled connections")
-        raise_file_limit(flood.IDLE_TCP + flood.STALLED_TLS)
-        result["flood"] = [
-            flood.run(workers, flood.SAMPLES, flood.IDLE_TCP, flood.STALLED_TLS, tmp / f"flood-{workers}")
-            for workers in (1, 2)
-        ]
+        result["flood"] = flood.runs(flood.SAMPLES, flood.IDLE_TCP, flood.STALLED_TLS, tmp / "flood")
 
     result["duration_s"] = round(time.time() - started, 1)
     result["targets"] = targets(result)
