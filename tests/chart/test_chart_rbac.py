@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.chart.chart_helpers import FULLNAME, NAMESPACE, SCENARIOS, Manifest, args, kinds, one, render, render_error
 from rules.reports import REPORT_NAME
+from tests.chart.chart_helpers import FULLNAME, NAMESPACE, SCENARIOS, Manifest, args, kinds, one, render, render_error
 from tests.rbac_calls import Grant, expected_grants, rendered_grants
 
 CERTIFICATE_MODES = ["default", "cert-manager", "cert-manager-issuer", "provided"]  # SCENARIOS: self is the default
