@@ -21,6 +21,7 @@ from bench.replica import LISTED, loaded
 from bench.report import header, save, step
 from rules.model import Json
 from testkit.server import issue_certs
+from testkit.sourceobjects import data_volume, snapshot_content, virtual_machine, volume_snapshot
 
 OPTIONAL = ("VolumeSnapshot", "VolumeSnapshotContent", "VirtualMachine", "DataVolume")
 
@@ -62,57 +63,29 @@ def source_objects(objects: list[Json], snapshots: int, vms: int) -> list[Json]:
     out: list[Json] = []
     for i, claim in enumerate(claims[:snapshots]):
         namespace, name = claim["metadata"]["namespace"], f"snap-{i:06d}"
+        content = f"snapcontent-{i:06d}"
+        out.append(volume_snapshot(name, namespace, claim["metadata"]["name"], content=content, uid=f"snap-uid-{i}"))
         out.append(
-            {
-                "apiVersion": "snapshot.storage.k8s.io/v1",
-                "kind": "VolumeSnapshot",
-                "metadata": {"name": name, "namespace": namespace, "uid": f"snap-uid-{i}"},
-                "spec": {"source": {"persistentVolumeClaimName": claim["metadata"]["name"]}},
-                "status": {"readyToUse": True, "boundVolumeSnapshotContentName": f"snapcontent-{i:06d}"},
-            }
-        )
-        out.append(
-            {
-                "apiVersion": "snapshot.storage.k8s.io/v1",
-                "kind": "VolumeSnapshotContent",
-                "metadata": {"name": f"snapcontent-{i:06d}"},
-                "spec": {
-                    "driver": "ebs.csi.aws.com",
-                    "deletionPolicy": "Delete",
-                    "source": {"volumeHandle": f"vol-{claim['spec']['volumeName']}"},
-                    "volumeSnapshotRef": {"kind": "VolumeSnapshot", "name": name, "namespace": namespace},
-                },
-                "status": {"readyToUse": True, "snapshotHandle": f"snap-{i:017x}"},
-            }
+            snapshot_content(
+                content,
+                driver="ebs.csi.aws.com",
+                handle=f"vol-{claim['spec']['volumeName']}",
+                snapshot={"kind": "VolumeSnapshot", "name": name, "namespace": namespace},
+                status={"readyToUse": True, "snapshotHandle": f"snap-{i:017x}"},
+            )
         )
     for i in range(vms):
-        disk = f"vm-{i:05d}-root"
+        disk, namespace = f"vm-{i:05d}-root", f"team-{i % 50:02d}"
+        template = {
+            "nodeSelector": {"kubevirt.io/schedulable": "true"},
+            "domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
+            "volumes": [{"name": "root", "dataVolume": {"name": disk}}],
+        }
+        templates = [{"metadata": {"name": disk}, "spec": {"source": {"blank": {}}}}]
+        out.append(virtual_machine(f"vm-{i:05d}", namespace, template, disks=templates, run_strategy="Always"))
+        storage = {"resources": {"requests": {"storage": "30Gi"}}}
         out.append(
-            {
-                "apiVersion": "kubevirt.io/v1",
-                "kind": "VirtualMachine",
-                "metadata": {"name": f"vm-{i:05d}", "namespace": f"team-{i % 50:02d}"},
-                "spec": {
-                    "runStrategy": "Always",
-                    "dataVolumeTemplates": [{"metadata": {"name": disk}, "spec": {"source": {"blank": {}}}}],
-                    "template": {
-                        "spec": {
-                            "nodeSelector": {"kubevirt.io/schedulable": "true"},
-                            "domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
-                            "volumes": [{"name": "root", "dataVolume": {"name": disk}}],
-                        }
-                    },
-                },
-            }
-        )
-        out.append(
-            {
-                "apiVersion": "cdi.kubevirt.io/v1beta1",
-                "kind": "DataVolume",
-                "metadata": {"name": disk, "namespace": f"team-{i % 50:02d}"},
-                "spec": {"source": {"blank": {}}, "storage": {"resources": {"requests": {"storage": "30Gi"}}}},
-                "status": {"phase": "Succeeded", "claimName": disk, "progress": "100.0%"},
-            }
+            data_volume(disk, namespace, source={"blank": {}}, storage=storage, phase="Succeeded", progress="100.0%")
         )
     return out
 

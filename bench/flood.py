@@ -100,6 +100,16 @@ def runs_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def runs(samples: int, idle: int, stalled: int, tmp: Path) -> list[dict[str, Any]]:
+    """`run` with one worker, then two: the flood's measurement, as `make bench` and this command take it."""
+    raise_file_limit(idle + stalled)
+    done = []
+    for workers in (1, 2):
+        step(f"{workers} worker(s): {samples} new connections, then {idle} idle + {stalled} stalled")
+        done.append(run(workers, samples, idle, stalled, tmp / str(workers)))
+    return done
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.flood", description=__doc__)
     parser.add_argument("--samples", type=int, default=SAMPLES)
@@ -107,12 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stalled", type=int, default=STALLED_TLS, help="TLS handshakes stopped after the hello")
     parser.add_argument("--keep", metavar="NAME", help="also write bench/results/NAME.json (a run you report)")
     args = parser.parse_args(argv)
-    raise_file_limit(args.idle + args.stalled)
     result = header(runs=[])
     with tempfile.TemporaryDirectory(prefix="saw-flood-") as tmp_dir:
-        for workers in (1, 2):
-            step(f"{workers} worker(s): {args.samples} new connections, then {args.idle} idle + {args.stalled} stalled")
-            result["runs"].append(run(workers, args.samples, args.idle, args.stalled, Path(tmp_dir) / str(workers)))
+        result["runs"] = runs(args.samples, args.idle, args.stalled, Path(tmp_dir))
     result["targets"] = targets(result["runs"])
     save(result, keep=args.keep, latest="flood-latest")
     print(table(result["targets"]) + "\n\n" + runs_table(result["runs"]))

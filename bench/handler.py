@@ -11,11 +11,12 @@ import gc
 import json
 import time
 from collections.abc import Callable
+from functools import partial
 
 from rules.model import Json
 from rules.policy import Policy
 from webhook.app.codec import build_response, decode_review
-from webhook.app.endpoints import ENDPOINTS, Handler
+from webhook.app.endpoints import ENDPOINTS
 from webhook.runtime import Runtime
 from webhook.state.index import ClusterIndex
 
@@ -25,6 +26,19 @@ def runtime_for(objects: list[Json], policy: Policy) -> Runtime:
     for obj in objects:
         index.apply(obj)
     return Runtime(policy=policy, view=index, namespace="storage-affinity")
+
+
+def answering(endpoint: str, runtime: Runtime) -> Callable[[bytes], str]:
+    """What the view runs for `endpoint` between the socket and the response: decode the review, run its rules,
+    build and serialize the response (what this module times and bench/instructions.py counts)."""
+    served = ENDPOINTS[endpoint]
+    handler, mutating = served.handler, served.mutating
+
+    def answer(body: bytes) -> str:
+        request = decode_review(body)
+        return json.dumps(build_response(request, handler(request, runtime), mutating=mutating), separators=(",", ":"))
+
+    return answer
 
 
 def _paired(floor: Callable[[], object], ours: Callable[[], object], seconds: float) -> tuple[float, float]:
@@ -57,12 +71,7 @@ def handler_costs(bodies: dict[str, bytes], runtime: Runtime, seconds: float = 1
     rows: list[Json] = []
     for path, body in bodies.items():
         for endpoint in ("mutate", "validate"):
-            served = ENDPOINTS[endpoint]
-
-            def ours(body: bytes = body, handler: Handler = served.handler, mutating: bool = served.mutating) -> str:
-                req = decode_review(body)
-                document = build_response(req, handler(req, runtime), mutating=mutating)
-                return json.dumps(document, separators=(",", ":"))
+            ours = partial(answering(endpoint, runtime), body)
 
             def floor_fn(body: bytes = body) -> str:
                 return json.dumps(json.loads(body))

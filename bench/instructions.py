@@ -43,26 +43,20 @@ _TOTAL = re.compile(r"^summary:\s+(\d+)", re.M)
 def reviews(path: str, endpoint: str, count: int) -> Json:
     """Review `count` times, in this process (what callgrind runs); the last answer, for the tests."""
     from bench import workload
-    from bench.handler import runtime_for
-    from webhook.app.codec import build_response, decode_review
-    from webhook.app.endpoints import ENDPOINTS as HANDLERS
+    from bench.handler import answering, runtime_for
     from webhook.policy.file import load_policy_file
 
     policy, _ = load_policy_file(workload.POLICY)
-    runtime = runtime_for(workload.base_objects(), policy)
+    answer = answering(endpoint, runtime_for(workload.base_objects(), policy))
     body = workload.review_bodies()[path]
-    served = HANDLERS[endpoint]
-    handler, mutating = served.handler, served.mutating
     gc.collect()
     gc.disable()  # see the module docstring
     try:
         for _ in range(3 + count):
-            request = decode_review(body)
-            answer = build_response(request, handler(request, runtime), mutating=mutating)
-            json.dumps(answer, separators=(",", ":"))
+            answered = answer(body)
     finally:
         gc.enable()
-    return answer
+    return dict(json.loads(answered))
 
 
 def _instructions(path: str, endpoint: str, count: int, tmp: Path) -> int:

@@ -1,4 +1,4 @@
-"""The `certs` command's work, without argument parsing (that belongs to `webhook.cli.main`)."""
+"""The `certs` command's work, without argument parsing (that belongs to `webhook.cli.certscmd`)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ cluster). A Pending mover whose claim is held on another node is flagged `multi_
 a ReadWriteOnce volume to two nodes, so it stays Pending with a Multi-Attach error until someone moves it.
 
 Given the time (`now`), a storage pod stuck longer than the policy's `audit.stuckAfterSeconds` gets one cause
-(rules/causes.py) and a `stuckPod` finding that names it.
+(rules/causes/) and a `stuckPod` finding that names it.
 
 Pure, like every rule: the objects come in, findings go out. Reading them (manifests or the API) and printing
 is webhook/audit/command.py; running on the server's own state, its metrics and reports, webhook/audit/loop.py.

@@ -254,7 +254,7 @@ _VOLUME = obj(
 _TOLERATION = obj(
     {"key": string, "operator": string, "value": string, "effect": string, "tolerationSeconds": int64},
 )
-#: What the audit reads of a status to say why a pod waits (rules/causes.py).
+#: What the audit reads of a status to say why a pod waits (rules/causes/).
 _CONDITION = obj(
     {"type": string, "status": string, "reason": string, "message": string, "lastTransitionTime": string},
 )

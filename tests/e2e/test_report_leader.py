@@ -13,7 +13,7 @@ from typing import Any
 from rules.reports import REPORT_NAME
 from testkit.fakeapi import FakeKubeAPI, running_fake_api
 from testkit.server import running_server
-from tests.state.conftest import eventually
+from tests.state.conftest import eventually, lease_holder, report_writes
 from tests.support import DATA, EXAMPLES, manifest_objects
 
 NAMESPACE = "saw-system"  # what testkit/server.py passes as --namespace
@@ -34,12 +34,7 @@ def cluster() -> list[dict[str, Any]]:
 
 
 def holder(api: FakeKubeAPI) -> str:
-    lease = api.get("Lease", NAMESPACE, "storage-affinity-webhook")
-    return str((lease or {}).get("spec", {}).get("holderIdentity") or "")
-
-
-def report_writes(api: FakeKubeAPI) -> int:
-    return sum(api.count(method, "Report") for method in ("POST", "PUT", "DELETE"))
+    return lease_holder(api, NAMESPACE, "storage-affinity-webhook")
 
 
 def test_one_server_writes_and_sigterm_hands_over_at_once(tmp_path: Path) -> None:

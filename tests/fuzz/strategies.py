@@ -29,6 +29,8 @@ from rules.checks import disk
 from rules.kube.tolerations import toleration_problems
 from rules.model import Json
 from rules.policy import POLICY_KEY, POLICY_LABEL
+from testkit import sourceobjects
+from testkit.sourceobjects import present
 from testkit.velero import node_agent_pod
 
 NAMESPACE = "shop"
@@ -67,11 +69,6 @@ def _maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.none() | strategy
 
 
-def _compact(**fields: Any) -> Json:
-    """A dict without the fields drawn as None (absent from the object)."""
-    return {k: v for k, v in fields.items() if v is not None}
-
-
 # --- selectors and node affinity ----------------------------------------------------------------------------
 
 
@@ -82,7 +79,7 @@ def requirement(draw: st.DrawFn, *, valid: bool, operators: tuple[str, ...] = VA
     if not valid:
         operator = draw(st.sampled_from(operators + ODD_OPERATORS))
         values = draw(_maybe(st.lists(st.sampled_from((*LABEL_VALUES, "x y", "")), max_size=3)))
-        return _compact(key=key, operator=operator, values=values)
+        return present(key=key, operator=operator, values=values)
     operator = draw(st.sampled_from(operators))
     if operator in ("In", "NotIn"):
         values = draw(st.lists(st.sampled_from(LABEL_VALUES), min_size=1, max_size=3, unique=True))
@@ -90,7 +87,7 @@ def requirement(draw: st.DrawFn, *, valid: bool, operators: tuple[str, ...] = VA
         values = [str(draw(st.integers(-5, 20)))]
     else:
         values = None
-    return _compact(key=key, operator=operator, values=values)
+    return present(key=key, operator=operator, values=values)
 
 
 @st.composite
@@ -107,7 +104,7 @@ def selector_term(draw: st.DrawFn, *, valid: bool = True) -> Json:
             max_size=1,
         )
     )
-    return _compact(matchExpressions=expressions or None, matchFields=fields or None)
+    return present(matchExpressions=expressions or None, matchFields=fields or None)
 
 
 def node_affinity() -> st.SearchStrategy[Json]:
@@ -119,7 +116,7 @@ def node_affinity() -> st.SearchStrategy[Json]:
         st.builds(lambda w, t: {"weight": w, "preference": t}, st.integers(1, 100), selector_term()), max_size=1
     )
     return st.builds(
-        lambda r, p: _compact(
+        lambda r, p: present(
             requiredDuringSchedulingIgnoredDuringExecution=r, preferredDuringSchedulingIgnoredDuringExecution=p or None
         ),
         _maybe(required),
@@ -137,12 +134,12 @@ def label_selector(draw: st.DrawFn, *, operators: tuple[str, ...], non_empty: bo
     for key in keys[split:]:
         req = draw(requirement(valid=True, operators=operators))
         expressions.append({**req, "key": key})
-    return _compact(matchLabels=match_labels or None, matchExpressions=expressions or None)
+    return present(matchLabels=match_labels or None, matchExpressions=expressions or None)
 
 
 def load_affinity_entries(*, valid: bool = True) -> st.SearchStrategy[list[Json]]:
     entry = st.builds(
-        lambda sel, sc: _compact(nodeSelector=sel, storageClass=sc),
+        lambda sel, sc: present(nodeSelector=sel, storageClass=sc),
         label_selector(operators=VALID_OPERATORS, non_empty=True),
         _maybe(st.sampled_from((*CLASSES, ""))),
     )
@@ -179,7 +176,7 @@ def load_affinity_entries(*, valid: bool = True) -> st.SearchStrategy[list[Json]
 
 def tolerations() -> st.SearchStrategy[list[Json]]:
     toleration = st.builds(
-        _compact,
+        present,
         key=_maybe(st.sampled_from(("dedicated", "disk", "node.kubernetes.io/not-ready", ""))),
         operator=_maybe(st.sampled_from(("Equal", "Exists", "Foo", ""))),
         value=_maybe(st.sampled_from(("databases", "ssd", ""))),
@@ -198,7 +195,7 @@ def _access_modes() -> st.SearchStrategy[list[str]]:
 def volumes() -> st.SearchStrategy[list[Json]]:
     def volume(name: str) -> st.SearchStrategy[Json]:
         claim_volume = st.builds(
-            lambda claim, ro: {"name": name, "persistentVolumeClaim": _compact(claimName=claim, readOnly=ro)},
+            lambda claim, ro: {"name": name, "persistentVolumeClaim": present(claimName=claim, readOnly=ro)},
             st.sampled_from((*CLAIMS, "absent-claim")),
             _maybe(st.booleans()),
         )
@@ -210,7 +207,7 @@ def volumes() -> st.SearchStrategy[list[Json]]:
                     "name": name,
                     "ephemeral": {
                         "volumeClaimTemplate": {
-                            "spec": _compact(
+                            "spec": present(
                                 accessModes=modes, storageClassName=sc, resources={"requests": {"storage": "1Gi"}}
                             )
                         }
@@ -337,7 +334,7 @@ def any_pods() -> st.SearchStrategy[Json]:
 def jobs(draw: st.DrawFn) -> Json:
     """A Job wrapping a pod template, as VolSync creates its movers."""
     role = draw(st.sampled_from((MOVER, MOVER, BACKUP, None)))
-    template_meta = _compact(labels=draw(labels(role)) or None, annotations=draw(annotation_maps()) or None)
+    template_meta = present(labels=draw(labels(role)) or None, annotations=draw(annotation_maps()) or None)
     name = draw(st.sampled_from(("volsync-src-db", "job-1")))
     return {
         "apiVersion": "batch/v1",
@@ -368,7 +365,7 @@ def node(draw: st.DrawFn, name: str) -> Json:
     taints = draw(
         st.lists(
             st.builds(
-                _compact,
+                present,
                 key=st.sampled_from(("dedicated", "disk")),
                 value=_maybe(st.sampled_from(("databases", "ssd"))),
                 effect=st.sampled_from(("NoSchedule", "NoExecute")),
@@ -393,7 +390,7 @@ def claim_objects(draw: st.DrawFn, claim: str) -> list[Json]:
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": pvc_meta,
-        "spec": _compact(accessModes=modes, storageClassName=storage_class, resources={"requests": {"storage": "1Gi"}}),
+        "spec": present(accessModes=modes, storageClassName=storage_class, resources={"requests": {"storage": "1Gi"}}),
         "status": {"phase": "Bound", "accessModes": modes} if bound else {"phase": "Pending"},
     }
     if not bound:
@@ -422,7 +419,7 @@ def claim_objects(draw: st.DrawFn, claim: str) -> list[Json]:
 def anchor_pod(draw: st.DrawFn) -> Json:
     """A pod of the state that may hold the claims a mover needs."""
     name = draw(st.sampled_from(POD_NAMES))
-    metadata = _compact(
+    metadata = present(
         name=name,
         namespace=NAMESPACE,
         labels=draw(labels()) or None,
@@ -442,7 +439,7 @@ def anchor_pod(draw: st.DrawFn) -> Json:
 
 def storage_class(name: str) -> st.SearchStrategy[Json]:
     return st.builds(
-        lambda mode: _compact(
+        lambda mode: present(
             apiVersion="storage.k8s.io/v1",
             kind="StorageClass",
             metadata={"name": name},
@@ -455,7 +452,7 @@ def storage_class(name: str) -> st.SearchStrategy[Json]:
 
 def velero_config_map() -> st.SearchStrategy[Json]:
     valid = st.builds(
-        lambda la, bp, rp: json.dumps(_compact(loadAffinity=la, backupPVC=bp, restorePVC=rp)),
+        lambda la, bp, rp: json.dumps(present(loadAffinity=la, backupPVC=bp, restorePVC=rp)),
         load_affinity_entries(valid=True),
         _maybe(
             st.dictionaries(
@@ -524,30 +521,17 @@ def snapshot_objects(draw: st.DrawFn, name: str) -> list[Json]:
     """A VolumeSnapshot of a pooled claim (or of one that is gone), ready or not, maybe with its content
     (external-snapshotter client/apis/volumesnapshot/v1/types.go)."""
     content_name = f"content-{name}"
-    snapshot = {
-        "apiVersion": "snapshot.storage.k8s.io/v1",
-        "kind": "VolumeSnapshot",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"source": {"persistentVolumeClaimName": draw(st.sampled_from((*CLAIMS, "gone-claim")))}},
-        "status": _compact(
-            readyToUse=draw(st.sampled_from((True, True, False, None))),
-            boundVolumeSnapshotContentName=draw(st.sampled_from((content_name, content_name, None))),
-        ),
-    }
+    claim = draw(st.sampled_from((*CLAIMS, "gone-claim")))
+    ready = draw(st.sampled_from((True, True, False, None)))
+    bound = draw(st.sampled_from((content_name, content_name, None)))
+    snapshot = sourceobjects.volume_snapshot(name, NAMESPACE, claim, content=bound, ready=ready)
     if not draw(st.booleans()):
         return [snapshot]
-    content = {
-        "apiVersion": "snapshot.storage.k8s.io/v1",
-        "kind": "VolumeSnapshotContent",
-        "metadata": {"name": content_name},
-        "spec": {
-            "driver": draw(st.sampled_from(DRIVERS)),
-            "deletionPolicy": "Delete",
-            "source": {"volumeHandle": f"pv-{draw(st.sampled_from(CLAIMS))}"},
-            "volumeSnapshotRef": {"name": name, "namespace": NAMESPACE},
-        },
-        "status": {"readyToUse": True},
-    }
+    driver, handle = draw(st.sampled_from(DRIVERS)), f"pv-{draw(st.sampled_from(CLAIMS))}"
+    back = {"name": name, "namespace": NAMESPACE}
+    content = sourceobjects.snapshot_content(
+        content_name, driver=driver, handle=handle, snapshot=back, status={"readyToUse": True}
+    )
     return [snapshot, content]
 
 
@@ -578,24 +562,13 @@ def virtual_machine(draw: st.DrawFn, name: str) -> Json:
         }
         for d in disks[:split]
     ]
-    return {
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachine",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": _compact(runStrategy="Halted", dataVolumeTemplates=templates or None, template={"spec": spec}),
-    }
+    return sourceobjects.virtual_machine(name, NAMESPACE, spec, disks=templates, run_strategy="Halted")
 
 
 def data_volume(claim: str) -> st.SearchStrategy[Json]:
     """CDI's DataVolume of a claim: same name and namespace, its phase and claim in the status."""
     return st.builds(
-        lambda phase: {
-            "apiVersion": "cdi.kubevirt.io/v1beta1",
-            "kind": "DataVolume",
-            "metadata": {"name": claim, "namespace": NAMESPACE},
-            "spec": {"source": {"blank": {}}, "storage": {}},
-            "status": _compact(phase=phase, claimName=claim if phase else None),
-        },
+        lambda phase: sourceobjects.data_volume(claim, NAMESPACE, source={"blank": {}}, storage={}, phase=phase),
         _maybe(st.sampled_from(("WaitForFirstConsumer", "PendingPopulation", "ImportInProgress", "Succeeded"))),
     )
 
@@ -674,7 +647,7 @@ def _accepted_by_the_api(toleration: Json) -> Json:
 def _policy_tolerations() -> st.SearchStrategy[list[Json]]:
     return st.lists(
         st.builds(
-            _compact,
+            present,
             key=_maybe(st.sampled_from(("dedicated", "velero"))),
             operator=_maybe(st.sampled_from(("Equal", "Exists"))),
             value=_maybe(st.sampled_from(("databases", "backup"))),
@@ -700,7 +673,7 @@ def policy_documents(draw: st.DrawFn) -> Json:
             max_size=3,
         ),
         "coScheduling": st.builds(
-            _compact,
+            present,
             placement=_maybe(st.sampled_from(("requiredAffinity", "nodeSelector", "nodeName"))),
             copyTolerations=_maybe(st.booleans()),
             readWriteOncePod=_maybe(st.sampled_from(("deny", "warn"))),
@@ -708,7 +681,7 @@ def policy_documents(draw: st.DrawFn) -> Json:
         "loadAffinity": load_affinity_entries(valid=True),
         "backupPVC": st.dictionaries(
             st.sampled_from(CLASSES),
-            st.builds(lambda c: _compact(storageClass=c), _maybe(st.sampled_from(CLASSES))),
+            st.builds(lambda c: present(storageClass=c), _maybe(st.sampled_from(CLASSES))),
             max_size=2,
         ),
         "restorePVC": st.builds(lambda b: {"ignoreDelayBinding": b}, st.booleans()),
@@ -721,20 +694,20 @@ def policy_documents(draw: st.DrawFn) -> Json:
             st.builds(lambda e: {"enforcement": e}, st.sampled_from(("deny", "warn"))),
             max_size=3,
         ),
-        "audit": st.builds(lambda a: _compact(stuckAfterSeconds=a), _maybe(st.integers(0, 86400))),
+        "audit": st.builds(lambda a: present(stuckAfterSeconds=a), _maybe(st.integers(0, 86400))),
         "nodeAgent": st.builds(
-            _compact,
+            present,
             mode=_maybe(st.sampled_from(("require", "warn", "off"))),
             maxNodeNames=_maybe(st.integers(1, 8)),
             namespace=_maybe(st.sampled_from(("", "velero"))),
         ),
         "dataSource": st.builds(
-            _compact,
+            present,
             scope=_maybe(st.sampled_from(("roles", "all", "off"))),
             nodeLocalDrivers=_maybe(st.lists(st.sampled_from(DRIVERS), max_size=2, unique=True)),
             zoneFollowingDrivers=_maybe(st.lists(st.sampled_from(DRIVERS), max_size=2, unique=True)),
         ),
-        "cdi": st.builds(lambda follow: _compact(followVM=follow), _maybe(st.booleans())),
+        "cdi": st.builds(lambda follow: present(followVM=follow), _maybe(st.booleans())),
     }
     chosen = draw(st.lists(st.sampled_from(sorted(fields)), max_size=len(fields), unique=True))
     return {name: draw(fields[name]) for name in chosen}
@@ -788,7 +761,7 @@ def policy_config_map(doc: Any, *, labelled: bool = True) -> Json:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _compact(
+        "metadata": present(
             name="storage-affinity-policy",
             namespace=OWN_NAMESPACE,
             labels={POLICY_LABEL: "true"} if labelled else None,
@@ -940,15 +913,7 @@ def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
     )
     kind = draw(st.sampled_from(("snapshot", "snapshot", "clone")))
     if kind == "snapshot":
-        state.append(
-            {
-                "apiVersion": "snapshot.storage.k8s.io/v1",
-                "kind": "VolumeSnapshot",
-                "metadata": {"name": "snap-1", "namespace": NAMESPACE},
-                "spec": {"source": {"persistentVolumeClaimName": "data"}},
-                "status": {"readyToUse": True, "boundVolumeSnapshotContentName": "content-snap-1"},
-            }
-        )
+        state.append(sourceobjects.volume_snapshot("snap-1", NAMESPACE, "data", content="content-snap-1"))
         ref = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "snap-1"}
     else:
         ref = {"kind": "PersistentVolumeClaim", "name": "data"}

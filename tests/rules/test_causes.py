@@ -1,4 +1,4 @@
-"""Why a storage pod is stuck (rules/causes.py): the table in tests/data/audit/causes.yaml, run through the real
+"""Why a storage pod is stuck (rules/causes/): the table in tests/data/audit/causes.yaml, run through the real
 audit twice: on the pod as the API lists it (`audit --cluster`, `audit` against the API) and as the server's index
 holds it (the in-server audit), which must keep every field a cause reads."""
 

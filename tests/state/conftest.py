@@ -83,3 +83,14 @@ def eventually(check: Callable[[], Any], timeout: float = 5.0, what: str = "") -
         if time.monotonic() > deadline:
             assert check(), f"not within {timeout}s: {what or check}"
         time.sleep(0.02)
+
+
+def lease_holder(api: FakeKubeAPI, namespace: str, name: str) -> str:
+    """Who holds the report writers' Lease in the fake API; "" while nobody does or it does not exist yet."""
+    lease = api.get("Lease", namespace, name)
+    return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+
+
+def report_writes(api: FakeKubeAPI, kind: str = "Report") -> int:
+    """The requests that wrote policy reports of `kind` (creates, updates, deletes)."""
+    return sum(api.count(method, kind) for method in ("POST", "PUT", "DELETE"))

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from testkit.fakeapi import FakeKubeAPI, Request
-from tests.state.conftest import NAMESPACE, eventually
+from tests.state.conftest import NAMESPACE, eventually, lease_holder
 from webhook.audit.lease import LeaseElector
 from webhook.settings import LeaseTiming
 from webhook.state.apisource import load_configuration
@@ -77,9 +77,7 @@ def from_(agent: str) -> Callable[[Request], bool]:
 
 
 def holder(fake: FakeKubeAPI) -> str:
-    lease = fake.get("Lease", NAMESPACE, LEASE)
-    assert lease is not None
-    return str(lease["spec"]["holderIdentity"])
+    return lease_holder(fake, NAMESPACE, LEASE)
 
 
 def test_the_lease_object_is_a_valid_lease(fake_api: FakeKubeAPI, pair: tuple[LeaseElector, LeaseElector]) -> None:

@@ -7,52 +7,30 @@ from __future__ import annotations
 import time
 
 from rules.model import Json
+from testkit import sourceobjects
 from testkit.fakeapi import OPTIONAL_GROUPS, FakeKubeAPI
 from tests.state.conftest import Live, eventually
 from tests.support import dig
 
 
 def snapshot(name: str = "snap-1", claim: str = "db") -> Json:
-    return {
-        "apiVersion": "snapshot.storage.k8s.io/v1",
-        "kind": "VolumeSnapshot",
-        "metadata": {"name": name, "namespace": "apps"},
-        "spec": {"source": {"persistentVolumeClaimName": claim}},
-        "status": {"readyToUse": True, "boundVolumeSnapshotContentName": f"content-{name}"},
-    }
+    return sourceobjects.volume_snapshot(name, "apps", claim, content=f"content-{name}")
 
 
 def content(name: str = "content-snap-1") -> Json:
-    return {
-        "apiVersion": "snapshot.storage.k8s.io/v1",
-        "kind": "VolumeSnapshotContent",
-        "metadata": {"name": name},
-        "spec": {"driver": "topolvm.io", "source": {"volumeHandle": "h-1"}, "deletionPolicy": "Delete"},
-    }
+    return sourceobjects.snapshot_content(name, driver="topolvm.io", handle="h-1")
 
 
 def vm(name: str = "fedora", disk: str = "fedora-root") -> Json:
-    return {
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachine",
-        "metadata": {"name": name, "namespace": "apps"},
-        "spec": {
-            "dataVolumeTemplates": [{"metadata": {"name": disk}}],
-            "template": {"spec": {"nodeSelector": {"kubevirt.io/schedulable": "true"}}},
-        },
-    }
+    template = {"nodeSelector": {"kubevirt.io/schedulable": "true"}}
+    return sourceobjects.virtual_machine(name, "apps", template, disks=[{"metadata": {"name": disk}}])
 
 
 def data_volume(name: str = "fedora-root", phase: str = "ImportInProgress") -> Json:
-    """A DataVolume as CDI reports it (staging/src/kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1
-    types.go DataVolumeStatus): its claim has its name."""
-    return {
-        "apiVersion": "cdi.kubevirt.io/v1beta1",
-        "kind": "DataVolume",
-        "metadata": {"name": name, "namespace": "apps"},
-        "spec": {"source": {"http": {"url": "https://example.invalid/disk.qcow2"}}, "storage": {}},
-        "status": {"phase": phase, "claimName": name, "progress": "12.5%", "restartCount": 0},
-    }
+    source = {"http": {"url": "https://example.invalid/disk.qcow2"}}
+    return sourceobjects.data_volume(
+        name, "apps", source=source, storage={}, phase=phase, progress="12.5%", restartCount=0
+    )
 
 
 def reference_grant(name: str = "payroll-clones", to_name: str = "payroll") -> Json:

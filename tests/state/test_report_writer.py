@@ -19,7 +19,7 @@ from rules.reports import MANAGED_BY, REPORT_NAME, SOURCE
 from testkit.fakeapi import REPORT_GROUPS, FakeKubeAPI
 from testkit.reports import create_tenant_reports, findings, runs_beside_tenants, tenant_report
 from tests.rules.test_reports import MULTI_ATTACH, audited
-from tests.state.conftest import NAMESPACE, eventually
+from tests.state.conftest import NAMESPACE, eventually, report_writes
 from tests.state.test_lease import TIMING, api_client
 from tests.webhook.test_auditloop import CLUSTER, runtime
 from webhook.audit.lease import LeaseElector
@@ -31,10 +31,6 @@ FOREVER = lambda: math.inf  # noqa: E731 - a replica alone: no lease to ask
 
 def writer(fake: FakeKubeAPI, tmp_path: Path, mode: str = "auto") -> ReportWriter:
     return ReportWriter(api_client(fake, tmp_path, "writer"), mode, FOREVER)
-
-
-def writes(fake: FakeKubeAPI, kind: str = "Report") -> int:
-    return sum(fake.count(method, kind) for method in ("POST", "PUT", "DELETE"))
 
 
 def stored(fake: FakeKubeAPI, kind: str = "Report") -> dict[tuple[str, str], Json]:
@@ -65,7 +61,7 @@ def test_auto_writes_whichever_api_is_served(
     kind = w.kind()
     assert (kind.kind if kind else None) == expected
     if expected is None:
-        assert counts.writes == 0 and writes(fake_api) == writes(fake_api, "PolicyReport") == 0
+        assert counts.writes == 0 and report_writes(fake_api) == report_writes(fake_api, "PolicyReport") == 0
     else:
         assert counts.created == len(stored(fake_api, expected)) > 0
 
@@ -83,7 +79,7 @@ def test_a_chosen_api_is_never_swapped_for_another(fake_api: FakeKubeAPI, tmp_pa
     w = writer(fake_api, tmp_path, "wgpolicyk8s")
     assert w.write(audited()).writes == 0 and w.kind() is None
     assert writer(fake_api, tmp_path, "off").write(audited()).writes == 0
-    assert writes(fake_api) == 0
+    assert report_writes(fake_api) == 0
 
 
 def test_nothing_changed_nothing_written(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
@@ -91,11 +87,11 @@ def test_nothing_changed_nothing_written(fake_api: FakeKubeAPI, tmp_path: Path) 
     audits = audited()
     first = w.write(audits)
     assert first.created == len(stored(fake_api)) == len({a.namespace for a in audits if a.findings})
-    before = writes(fake_api)
+    before = report_writes(fake_api)
     time.sleep(1.1)  # a later second: results keep their first timestamp
     again = w.write(audited())
     assert again.writes == 0 and again.unchanged == first.created
-    assert writes(fake_api) == before
+    assert report_writes(fake_api) == before
 
 
 def test_changes_are_written_in_place_and_clean_namespaces_lose_their_report(
@@ -127,7 +123,7 @@ def test_no_lease_no_write(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
     w = ReportWriter(api_client(fake_api, tmp_path, "follower"), "auto", lambda: 0.0)
     with pytest.raises(NotLeader):
         w.write(audited())
-    assert writes(fake_api) == 0
+    assert report_writes(fake_api) == 0
 
 
 def test_the_audit_loop_writes_reports_with_uids(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
@@ -153,7 +149,7 @@ def test_only_the_worker_with_the_audit_lock_competes_and_only_the_holder_writes
     assert first.lease is not None and second.lease is not None
     try:
         second.run_once()  # not the lock holder: never competed, writes nothing
-        assert second.last_write is None and writes(fake_api) == 0
+        assert second.last_write is None and report_writes(fake_api) == 0
         assert first._leader() and not second._leader()
         eventually(first.lease.holds, what="the lock holder takes the lease")
         first.run_once()
@@ -206,11 +202,11 @@ def test_more_reports_than_a_list_page_are_read_whole_and_each_page_asks_the_lea
         asked += 1
         return math.inf if asked <= 2 else 0.0  # before the run, before the first page; then gone
 
-    before = writes(fake_api)
+    before = report_writes(fake_api)
     audits[0].findings = []
     with pytest.raises(NotLeader):
         ReportWriter(api_client(fake_api, tmp_path, "short"), "auto", runs_out_after_the_first_page).write(audits)
-    assert asked == 3 and writes(fake_api) == before
+    assert asked == 3 and report_writes(fake_api) == before
 
 
 def squatters_metric() -> float | None:

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from testkit.fakeapi import FakeKubeAPI, running_fake_api
+from testkit.sourceobjects import data_volume
 from tests.rules.test_vm_audit import cluster as vm_disk_cluster
 from tests.support import DATA, EXAMPLES, load_yaml
 from webhook.audit.command import objects_from_api
@@ -255,15 +256,8 @@ def test_the_live_audit_finds_a_vm_disk_bound_where_the_vm_cannot_run(
     """kubevirt/containerized-data-importer#4275: the importer bound the VM's disk on a node outside its selector;
     the finding names the disk's DataVolume with its phase (listed from cdi.kubevirt.io)."""
     objects = vm_disk_cluster("infra-1")  # the disk bound on a TopoLVM PV of infra-1
-    objects.append(
-        {
-            "apiVersion": "cdi.kubevirt.io/v1beta1",
-            "kind": "DataVolume",
-            "metadata": {"name": "fedora-root", "namespace": "vms"},
-            "spec": {"source": {"http": {"url": "https://download.fedoraproject.org/fedora.qcow2"}}, "storage": {}},
-            "status": {"phase": "Succeeded", "claimName": "fedora-root", "progress": "100.0%"},
-        }
-    )
+    source = {"http": {"url": "https://download.fedoraproject.org/fedora.qcow2"}}
+    objects.append(data_volume("fedora-root", "vms", source=source, storage={}, phase="Succeeded", progress="100.0%"))
     with running_fake_api() as api:
         for obj in objects:
             api.create(obj)

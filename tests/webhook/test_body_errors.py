@@ -13,7 +13,7 @@ from webhook.app.body import BodyError, too_large
 
 
 class Unreadable(io.RawIOBase):
-    """`wsgi.input` as webhook/serving/worker.py hands it over when the body cannot be read."""
+    """`wsgi.input` as webhook/serving/requestbody.py hands it over when the body cannot be read."""
 
     def __init__(self, error: BodyError) -> None:
         self.error = error

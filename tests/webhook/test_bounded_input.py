@@ -1,6 +1,6 @@
-"""The worker's `wsgi.input` (webhook/serving/worker.py `_BoundedInput`): when a body counts as read to its end, and a
-Content-Length body cut short as a client gone. The deadline and gunicorn's framing errors are proven against the
-real server (tests/hardening/test_framing.py)."""
+"""The worker's `wsgi.input` (webhook/serving/requestbody.py `BoundedInput`): when a body counts as read to its
+end, and a Content-Length body cut short as a client gone. The deadline and gunicorn's framing errors are proven
+against the real server (tests/hardening/test_framing.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import io
 import pytest
 
 from webhook.app.body import BodyError
-from webhook.serving.worker import _BoundedInput
+from webhook.serving.requestbody import BoundedInput
 
 BODY = b'{"a": 1}\n{"b": 2}\n'
 
 
-def bounded(data: bytes, **environ: str) -> _BoundedInput:
-    return _BoundedInput(io.BytesIO(data), environ, deadline=float("inf"))
+def bounded(data: bytes, **environ: str) -> BoundedInput:
+    return BoundedInput(io.BytesIO(data), environ, deadline=float("inf"))
 
 
 def test_a_content_length_body_is_complete_once_read_to_its_length() -> None:

@@ -1,4 +1,4 @@
-"""The command line as an operator meets it (webhook/cli/main.py): its version, each subcommand's help (description,
+"""The command line as an operator meets it (webhook/cli/): its version, each subcommand's help (description,
 exit codes, every option explained), one wording for a file that cannot be read, every problem of a bad file
 named with the file, and counts that agree in number."""
 

@@ -1,10 +1,10 @@
 """Why a request body could not be read: the one error the worker's transport and the app share.
 
-The worker (webhook/serving/worker.py) raises it while the app reads `wsgi.input`: a body that did not arrive in time
-(408), chunk sizes that add up past the limit (413, before the chunk is read), invalid chunked framing (400) or a
-client that closed the connection mid-body (400, with nobody left to read it). The app answers it like every
-other bad body, and the worker closes the connection after the answer: where the next request would start is
-unknown.
+The worker (webhook/serving/requestbody.py) raises it while the app reads `wsgi.input`: a body that did not
+arrive in time (408), chunk sizes that add up past the limit (413, before the chunk is read), invalid chunked
+framing (400) or a client that closed the connection mid-body (400, with nobody left to read it). The app answers
+it like every other bad body, and the worker closes the connection after the answer: where the next request would
+start is unknown.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ replicas; webhook/audit/reports.py: what it writes). The audit yields to the wor
 milliseconds, so reviews keep being answered while 100,000 pods are audited; each object costs at most the review
 budget (rules/budget.py), and an object past it is reported from then on without being evaluated again until it
 changes (the index replaces a changed object). What counts as a finding or a
-stuck pod is rules/audit.py and rules/causes.py; this module is when the audit runs and where its results go.
+stuck pod is rules/audit.py and rules/causes/; this module is when the audit runs and where its results go.
 """
 
 from __future__ import annotations

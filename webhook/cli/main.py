@@ -1,6 +1,9 @@
 """The `storage-affinity-webhook` command: serve, rotate-certs, review, test, audit, certs.
 
 Each subcommand's help gives its exit codes; 2 is always bad input or usage (argparse's own).
+
+One module a command: servecmd.py, certscmd.py (rotate-certs, certs), reviewcmd.py, suites.py (test), auditcmd.py;
+each adds its parser and runs it.
 """
 
 from __future__ import annotations
@@ -8,17 +11,10 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import subprocess
 import sys
-from pathlib import Path
 
-from rules.safeload import unreadable
-from webhook.cli import reviewcmd, suites
+from webhook.cli import auditcmd, certscmd, reviewcmd, servecmd, suites
 from webhook.cli.args import EXIT_BAD_INPUT
-from webhook.cli.args import cluster_files as _cluster_files
-from webhook.cli.args import subcommand as _subcommand
-from webhook.serving import selfcerts
-from webhook.settings import LeaseTiming, default
 
 __all__ = ["EXIT_BAD_INPUT", "kubectl_plugin", "main"]
 
@@ -40,227 +36,29 @@ def _parser(prog: str = "storage-affinity-webhook") -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = _subcommand(
-        sub,
-        "serve",
-        "run the HTTPS admission server (gunicorn, gevent workers)",
-        "Serve /mutate and /validate over HTTPS, with cluster state from the Kubernetes API (live) or\n"
-        "from --cluster manifests (static), until SIGTERM.",
-        "0  stopped by SIGTERM after in-flight reviews finished",
-        "1  --cert-mode self could not issue the first certificate",
-    )
-    serve.add_argument("--bind", default=default("bind"), help="address:port to listen on (default %(default)s)")
-    serve.add_argument("--cert", required=True, type=Path, help="serving certificate (PEM)")
-    serve.add_argument("--key", required=True, type=Path, help="serving key (PEM)")
-    serve.add_argument(
-        "--client-ca",
-        type=Path,
-        metavar="FILE",
-        help="answer /mutate and /validate only to TLS clients presenting a certificate signed by a CA in FILE\n"
-        "(PEM; kube-apiserver's, docs/operations.md); /healthz, /readyz and /metrics need none. Reloaded on change",
-    )
-    serve.add_argument("--policy", type=Path, help="policy file: a bare policy document or a ConfigMap")
-    _cluster_files(serve, "static cluster state manifests (default: live state from the Kubernetes API)")
-    serve.add_argument(
-        "--kubeconfig",
-        type=Path,
-        help="kubeconfig for live state (default: $KUBECONFIG, in-cluster service account, ~/.kube/config)",
-    )
-    serve.add_argument(
-        "--policy-configmap",
-        default=default("policy_configmap"),
-        metavar="NAME",
-        help="policy ConfigMap in --namespace, labelled storage-affinity.io/policy=true, reloaded on change "
-        "(live state only; default %(default)s)",
-    )
-    serve.add_argument(
-        "--lookup-timeout",
-        type=float,
-        default=default("lookup_timeout"),
-        metavar="SECONDS",
-        help="budget of the one API GET made on a cache miss (default %(default)s; keep it well under timeoutSeconds)",
-    )
-    serve.add_argument(
-        "--start-timeout",
-        type=float,
-        default=default("start_timeout"),
-        metavar="SECONDS",
-        help="live state: a worker accepts connections once its first lists and the policy are loaded, or after "
-        "this long with /readyz saying what is missing (default %(default)s; keep it under the liveness window)",
-    )
-    serve.add_argument(
-        "--namespace",
-        default=os.environ.get("POD_NAMESPACE", ""),
-        help="the webhook's own namespace, always exempt (default: $POD_NAMESPACE)",
-    )
-    serve.add_argument(
-        "--workers",
-        type=int,
-        default=default("workers"),
-        help="gunicorn worker processes (default %(default)s: each lists and watches the whole cluster; scale with "
-        "replicas)",
-    )
-    serve.add_argument(
-        "--max-body-bytes", type=int, default=default("max_body"), help="largest accepted body (default %(default)s)"
-    )
-    serve.add_argument(
-        "--graceful-timeout",
-        type=int,
-        default=default("graceful_timeout"),
-        help="seconds in-flight reviews get to finish on SIGTERM (default %(default)s)",
-    )
-    serve.add_argument(
-        "--read-timeout",
-        type=float,
-        default=default("read_timeout"),
-        metavar="SECONDS",
-        help="a new connection's TLS handshake and first request headers, and a request's body, must arrive "
-        "within this long, or the connection is closed (the body gets 408) (default %(default)s)",
-    )
-    serve.add_argument(
-        "--trivial-endpoint",
-        action="store_true",
-        help="also serve POST /allow, which parses a review and allows it (benchmark floor)",
-    )
-    serve.add_argument(
-        "--audit-interval",
-        type=float,
-        default=default("audit_interval"),
-        metavar="SECONDS",
-        help="audit the objects in the state the server holds this often, into the audit metrics (default "
-        "%(default)s; 0 turns it off)",
-    )
-    serve.add_argument(
-        "--log-level",
-        default=default("log_level"),
-        choices=["debug", "info", "warning", "error"],
-        help="least severe log record written (default %(default)s)",
-    )
-    serve.add_argument(
-        "--log-reviews",
-        action="store_true",
-        help="log one info line per review answered: kind, namespace/name, operation, allowed or denied, patch "
-        "operations, warnings, duration (make run sets it; off by default)",
-    )
-    serve.add_argument(
-        "--reports",
-        choices=["auto", "openreports", "wgpolicyk8s", "off"],
-        default=default("reports"),
-        help="live state: write the audit's results as policy reports, OpenReports or wgpolicyk8s.io PolicyReports "
-        "(default %(default)s: whichever the cluster serves)",
-    )
-    serve.add_argument(
-        "--lease-name", default=default("lease_name"), help="the Lease in --namespace that picks the report writer"
-    )
-    for name, what in (
-        ("lease_duration", "how long a holder's lease lasts"),
-        ("lease_renew_deadline", "how long the holder writes after its last renewal"),
-        ("lease_retry_period", "how often each replica tries to take or renew the lease"),
-    ):
-        serve.add_argument(
-            f"--{name.replace('_', '-')}",
-            type=float,
-            default=default(name),
-            metavar="SECONDS",
-            help=f"{what} (default %(default)s)",
-        )
-
-    serve.add_argument(
-        "--cert-mode",
-        choices=["files", "self"],
-        default="files",
-        help="files: serve --cert/--key as given; self: issue and rotate them (Secret + caBundle)",
-    )
-    serve.add_argument("--cert-dir", type=Path, help="self mode: where the certificate files are written")
-    serve.add_argument("--cert-secret", help="self mode: the Secret holding the CA and serving certificate")
-    serve.add_argument("--service", help="self mode: the webhook Service name (certificate SANs)")
-    serve.add_argument("--mutating-webhook", help="self mode: MutatingWebhookConfiguration to keep the caBundle of")
-    serve.add_argument("--validating-webhook", help="self mode: ValidatingWebhookConfiguration to keep the caBundle of")
-
-    rot = _subcommand(
-        sub,
-        "rotate-certs",
-        "certificate mode self: issue and rotate the webhook's certificates",
-        "Keep the CA and serving certificate in --cert-secret current, write them to --cert-dir and\n"
-        "the CA into the webhook configurations' caBundle (what `serve --cert-mode self` runs).",
-        "0  reconciled (--once), or stopped by SIGTERM",
-        "1  a rotation failed (the message says why)",
-    )
-    rot.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", ""), help="the Secret's namespace")
-    rot.add_argument("--kubeconfig", type=Path, help="kubeconfig (default: $KUBECONFIG or in-cluster)")
-    rot.add_argument("--once", action="store_true", help="reconcile once and exit")
-    rot.add_argument("--interval", type=float, default=600.0, help="seconds between reconciles (default 600)")
-    selfcerts.add_arguments(rot)
-
+    servecmd.add_parser(sub)
+    certscmd.add_rotate_parser(sub)
     reviewcmd.add_parser(sub)
     suites.add_parser(sub)
-
-    aud = _subcommand(
-        sub,
-        "audit",
-        "review existing objects: every validating rule, what the mutating rules would change now, and why "
-        "each stuck storage pod is stuck",
-        "Audit the objects of the live API, or of --cluster manifests: every file after --cluster,\n"
-        "up to the next option, is one set, both the objects audited and the cluster they are\n"
-        "judged against (repeat --cluster to add more).",
-        "0  no findings",
-        "1  findings",
-        bad="bad input or usage, or the API cannot be reached or refuses to list",
-    )
-    _cluster_files(
-        aud, "audit the objects of these manifest files (the formats of review --cluster) instead of the live API"
-    )
-    aud.add_argument(
-        "--kubeconfig",
-        type=Path,
-        help="kubeconfig for the live API (default: $KUBECONFIG, in-cluster service account, ~/.kube/config)",
-    )
-    scope = aud.add_mutually_exclusive_group()
-    scope.add_argument("-n", "--namespace", help="audit this namespace only")
-    scope.add_argument("-A", "--all-namespaces", action="store_true", help="audit every namespace (the default)")
-    aud.add_argument("--policy", type=Path, help="policy file (ConfigMap or bare document); default: embedded")
-    aud.add_argument(
-        "-o",
-        "--output",
-        choices=["table", "wide", "json", "yaml"],
-        help="table: one row a finding, messages wrapped to the terminal; wide: also PHASE and REMEDY, one line "
-        "a finding, never wrapped (default: table on a terminal, json otherwise)",
-    )
-
-    certs = _subcommand(
-        sub,
-        "certs",
-        "issue a development CA and serving certificate",
-        "Write a fresh development CA (ca.crt) and a serving certificate for the Service's DNS\n"
-        "names (tls.crt, tls.key) into --out; the CA key is not kept.",
-        "0  written",
-    )
-    certs.add_argument("--service", required=True, help="the webhook Service name")
-    certs.add_argument("--namespace", required=True, help="the Service's namespace")
-    certs.add_argument("--out", required=True, type=Path, help="directory for ca.crt, tls.crt, tls.key")
-    certs.add_argument(
-        "--client-cert",
-        metavar="NAME",
-        help="also issue a client certificate NAME from the same CA (client.crt, client.key), for\n"
-        "kube-apiserver to present to a server run with --client-ca ca.crt",
-    )
+    auditcmd.add_parser(sub)
+    certscmd.add_certs_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None, prog: str = "storage-affinity-webhook") -> int:
     args = _parser(prog).parse_args(argv)
     if args.command == "serve":
-        return _serve(args)
+        return servecmd.run(args)
     try:
         if args.command == "review":
             return reviewcmd.run(args)
         if args.command == "test":
             return suites.run(args)
         if args.command == "audit":
-            return _audit(args)
+            return auditcmd.run(args)
         if args.command == "rotate-certs":
-            return _rotate(args)
-        return _certs(args)
+            return certscmd.rotate(args)
+        return certscmd.issue(args)
     except BrokenPipeError:
         return _reader_gone()
 
@@ -278,166 +76,3 @@ def _reader_gone() -> int:
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
     return 128 + signal.SIGPIPE
-
-
-def _serve(args: argparse.Namespace) -> int:
-    rotator = None
-    if args.cert_mode == "self":
-        if problem := _self_mode_problem(args):
-            print(f"storage-affinity-webhook: {problem}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        try:
-            rotator = selfcerts.start_rotator(args)  # the files exist before the path checks below
-        except subprocess.CalledProcessError:
-            print("storage-affinity-webhook: no certificate: the first rotation failed (see above)", file=sys.stderr)
-            return 1
-    try:
-        return _serve_files(args)
-    finally:
-        if rotator is not None:
-            rotator.terminate()
-            rotator.wait(timeout=10)
-
-
-def _serve_files(args: argparse.Namespace) -> int:
-    from webhook.serving.server import run
-    from webhook.settings import Settings
-
-    optional = [path for path in (args.policy, args.client_ca) if path]
-    for path in (args.cert, args.key, *(args.cluster or ()), *optional):
-        try:
-            path.open("rb").close()
-        except OSError as exc:
-            print(f"storage-affinity-webhook: {unreadable(str(path), exc)}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-    if args.client_ca and (problem := _client_ca_problem(args.client_ca)):
-        print(f"storage-affinity-webhook: --client-ca {problem}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if args.audit_interval < 0:
-        print(f"storage-affinity-webhook: --audit-interval {args.audit_interval:g}: 0 (off) or more", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    live = not args.cluster
-    if live and (problem := _live_problem(args)):
-        print(f"storage-affinity-webhook: {problem}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    run(
-        Settings(
-            cert=args.cert,
-            key=args.key,
-            client_ca=args.client_ca,
-            bind=args.bind,
-            workers=args.workers,
-            policy_file=args.policy,
-            cluster_files=tuple(args.cluster),
-            namespace=args.namespace,
-            max_body=args.max_body_bytes,
-            graceful_timeout=args.graceful_timeout,
-            read_timeout=args.read_timeout,
-            trivial_endpoint=args.trivial_endpoint,
-            log_level=args.log_level,
-            log_reviews=args.log_reviews,
-            live=live,
-            kubeconfig=args.kubeconfig,
-            policy_configmap=args.policy_configmap,
-            lookup_timeout=args.lookup_timeout,
-            start_timeout=args.start_timeout,
-            audit_interval=args.audit_interval,
-            reports=args.reports,
-            lease_name=args.lease_name,
-            lease_duration=args.lease_duration,
-            lease_renew_deadline=args.lease_renew_deadline,
-            lease_retry_period=args.lease_retry_period,
-        )
-    )
-    return 0
-
-
-def _client_ca_problem(path: Path) -> str | None:
-    """Why the client CA file cannot verify anyone (no certificate in it), or None."""
-    from certs.issue import load_certs_pem
-
-    try:
-        load_certs_pem(path.read_bytes())
-    except ValueError:
-        return f"{path}: no PEM certificate could be read from it (a CA bundle: -----BEGIN CERTIFICATE----- blocks)"
-    return None
-
-
-def _audit(args: argparse.Namespace) -> int:
-    from rules.policy import PolicyError
-    from rules.safeload import DocumentError
-    from webhook.audit import command as audit
-    from webhook.policy.file import load_policy_file
-
-    try:
-        policy, _ = load_policy_file(args.policy)
-        if args.cluster:
-            objects, view = audit.objects_from_files(args.cluster)
-        else:
-            objects, view = audit.objects_from_api(args.kubeconfig, args.namespace, audit.progress_to(sys.stderr))
-    except (DocumentError, PolicyError, audit.AuditSourceError) as exc:
-        print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    run = audit.run_audit(objects, view, policy, args.namespace)
-    print(audit.render(run, args.output or audit.default_output(sys.stdout), audit.table_width(sys.stdout)))
-    return audit.exit_code(run)
-
-
-def _rotate(args: argparse.Namespace) -> int:
-    from webhook.logs import configure_logging
-    from webhook.state.apisource import ApiConfigError
-
-    configure_logging("info")
-    try:
-        return selfcerts.rotate(args)
-    except ApiConfigError as exc:  # bad input, like every command's: no API settings to use
-        print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except Exception as exc:  # the message matters more than the trace to an operator reading pod logs
-        print(f"storage-affinity-webhook: certificate rotation failed: {exc}", file=sys.stderr)
-        return 1
-
-
-def _self_mode_problem(args: argparse.Namespace) -> str | None:
-    missing = [f"--{n.replace('_', '-')}" for n in ("cert_dir", "cert_secret", "service") if not getattr(args, n)]
-    if missing:
-        return f"--cert-mode self needs {', '.join(missing)}"
-    if not args.namespace:
-        return "--cert-mode self needs --namespace (or $POD_NAMESPACE)"
-    return None
-
-
-def _live_problem(args: argparse.Namespace) -> str | None:
-    """Why live state cannot start (checked once, before the workers each connect); fills in the namespace."""
-    from webhook.state.apisource import ApiConfigError, api_source
-
-    if not 0 < args.lookup_timeout < 5:
-        return f"--lookup-timeout {args.lookup_timeout:g}: must be more than 0 and less than 5 seconds"
-    if not args.start_timeout > 0:
-        return f"--start-timeout {args.start_timeout:g}: must be more than 0 seconds"
-    if problem := LeaseTiming(args.lease_duration, args.lease_renew_deadline, args.lease_retry_period).problem():
-        return problem
-    if not args.namespace:
-        service_account = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-        args.namespace = service_account.read_text().strip() if service_account.is_file() else ""
-    if not args.namespace:
-        return "live state needs --namespace (or $POD_NAMESPACE) to find the policy ConfigMap"
-    try:
-        api_source(args.kubeconfig)  # the workers load it: the master must not import the client (gevent)
-    except ApiConfigError as exc:
-        return str(exc)
-    return None
-
-
-def _certs(args: argparse.Namespace) -> int:
-    from certs.cli import issue_to_dir
-
-    try:
-        issue_to_dir(args.service, args.namespace, args.out, client=args.client_cert)
-    except ValueError as exc:  # a service or namespace that is no DNS label (certs/issue.py names which)
-        print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except OSError as exc:
-        print(f"storage-affinity-webhook: {exc.filename or args.out}: cannot write: {exc.strerror}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return 0

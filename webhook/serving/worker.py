@@ -38,8 +38,8 @@ Under abuse it bounds what a connection may hold (the read timeout is `Settings.
   finishes its ClientHello, is closed when its time is up;
 - a request's body must arrive in full within the read timeout of its headers, or the app answers 408; chunk sizes
   that add up past the body limit get 413 before the chunk is read (also sizes beyond 64 bits); invalid chunked
-  framing gets 400, and a client that closes the connection mid-body one log line (webhook/app/body.py). The
-  connection is then closed: where its next request would start is unknown;
+  framing gets 400, and a client that closes the connection mid-body one log line (webhook/serving/requestbody.py,
+  webhook/app/body.py). The connection is then closed: where its next request would start is unknown;
 - when the worker runs short of connections (`worker_connections`), each new one closes the idlest one first
   (webhook/serving/connections.py): one that has not sent a request yet before a kept-alive one, never one whose request
   is being answered. Thousands of idle connections and stalled handshakes cannot keep a review out.
@@ -60,12 +60,11 @@ from gevent.monkey import get_original
 from gevent.pool import Pool
 from gevent.server import StreamServer
 from gunicorn.http.body import ChunkedReader
-from gunicorn.http.errors import ParseException
 from gunicorn.sock import ssl_context
 from gunicorn.workers.ggevent import GeventWorker
 
-from webhook.app.body import BodyError, too_large
 from webhook.serving.connections import Connections
+from webhook.serving.requestbody import BoundedInput, bound_chunks, linger
 from webhook.settings import Settings
 
 _original_poll = get_original("select", "poll")
@@ -81,11 +80,6 @@ NEXT_REQUEST_GRACE = 0.5
 # Any positive sleep resumes the greenlet on the event loop's next iteration, after it polled the sockets; a zero
 # sleep does not poll.
 TURN = 1e-6
-# After answering a request whose body it did not read to the end (413 on its declared size, for one), the worker
-# reads and discards what the client still sends for this long, up to LINGER_BYTES, before it closes: closing with
-# unread bytes would reset the connection and the client, still sending, might never read the answer.
-LINGER = 1.0
-LINGER_BYTES = 16 * 1024 * 1024
 
 
 class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
@@ -93,7 +87,7 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         super().__init__(*args, **kwargs)
         self._conns = Connections()
         self._first_request: dict[Any, float] = {}  # handler greenlet -> when its first request must have arrived
-        self._linger: set[Any] = set()  # connections to drain before they close (LINGER)
+        self._linger: set[Any] = set()  # connections to drain before they close (requestbody.LINGER)
         settings: Settings = self.app.settings  # webhook.serving.server.WebhookServer's
         self._read_timeout = settings.read_timeout
         self._max_body = settings.max_body
@@ -250,13 +244,13 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
     def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> None:
         self._conns.requested(sock)
         if isinstance(getattr(req.body, "reader", None), ChunkedReader):
-            _bound_chunks(req.body.reader, self._max_body)
+            bound_chunks(req.body.reader, self._max_body)
         try:
             super().handle_request(listener_name, req, sock, addr)
         finally:
             if sock in self._linger:
                 self._linger.discard(sock)
-                _linger(sock)
+                linger(sock)
             self._conns.answered(sock, time.monotonic())  # unless the answer closed it
         gevent.sleep(TURN)  # the other connections' turn before this one's next request (module docstring)
 
@@ -277,7 +271,7 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         """
 
         def wsgi(environ: dict[str, Any], start_response: Any) -> Any:
-            body = _BoundedInput(environ["wsgi.input"], environ, time.monotonic() + self._read_timeout)
+            body = BoundedInput(environ["wsgi.input"], environ, time.monotonic() + self._read_timeout)
             environ["wsgi.input"] = body
 
             def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
@@ -292,90 +286,6 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
             return app(environ, start)
 
         return wsgi
-
-
-class _BoundedInput:
-    """`wsgi.input` read within a deadline, with gunicorn's errors turned into BodyError; knows whether the body
-    was read to its end."""
-
-    def __init__(self, stream: Any, environ: dict[str, Any], deadline: float) -> None:
-        self._stream = stream
-        self._deadline = deadline
-        self._timeout = round(deadline - time.monotonic(), 1)
-        length = environ.get("CONTENT_LENGTH")
-        chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
-        self._left: int | None = None if chunked else int(length or 0)  # None: chunked, until a short read
-        self.error: BodyError | None = None
-
-    @property
-    def complete(self) -> bool:
-        return self.error is None and self._left == 0
-
-    def read(self, size: int | None = -1) -> bytes:
-        whole = size is None or size < 0
-        return self._guarded(lambda: self._stream.read(size), None if whole else size)
-
-    def readline(self, size: int | None = -1) -> bytes:
-        return self._guarded(lambda: self._stream.readline(size), 0)
-
-    def _guarded(self, read: Any, size: int | None) -> bytes:
-        """`read()` within the deadline. `size`: what a read returns unless the body ends first (None: all of it;
-        0: a line, whose length says nothing about the end)."""
-        if self.error is not None:
-            raise self.error
-        expired = BodyError(408, f"request body did not arrive in full within {self._timeout:g}s")
-        try:
-            with gevent.Timeout(max(self._deadline - time.monotonic(), 1e-3), expired):
-                data: bytes = read()
-        except BodyError as exc:
-            self.error = exc
-            raise
-        except ParseException as exc:
-            self.error = BodyError(400, f"request body has invalid chunked framing ({type(exc).__name__})")
-            raise self.error from None
-        except (OSError, ValueError):  # gunicorn's NoMoreData is an OSError; ssl errors are too
-            self.error = _gone()
-            raise self.error from None
-        if self._left is not None:  # Content-Length: gunicorn returns what arrived before the stream ended
-            if len(data) < (self._left if size is None else min(size, self._left)):
-                self.error = _gone()
-                raise self.error
-            self._left -= len(data)
-        elif size is None or not data or len(data) < size:
-            self._left = 0  # a chunked body ends with a short read
-        return data
-
-
-def _gone() -> BodyError:
-    return BodyError(400, "the client closed the connection before the request body ended")
-
-
-def _bound_chunks(reader: ChunkedReader, limit: int) -> None:
-    """Refuse a chunked body as soon as its declared chunk sizes add up past `limit`, before reading the chunk: a
-    client must not hold the connection by announcing a chunk it never sends."""
-    parse = reader.parse_chunk_size
-    declared = 0
-
-    def bounded(unreader: Any, data: Any = None) -> Any:
-        nonlocal declared
-        size, rest = parse(unreader, data)
-        declared += size
-        if declared > limit:
-            raise too_large(limit)
-        return size, rest
-
-    reader.parse_chunk_size = bounded
-
-
-def _linger(sock: Any) -> None:
-    """Read and discard what the client still sends, for LINGER at most (see LINGER)."""
-    received = 0
-    with contextlib.suppress(OSError, ValueError), gevent.Timeout(LINGER, False):
-        while received < LINGER_BYTES:
-            data = sock.recv(65536)
-            if not data:
-                return
-            received += len(data)
 
 
 class _Bound:

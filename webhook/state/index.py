@@ -109,7 +109,7 @@ def trim(obj: Mapping[str, Any]) -> Json:
     return out
 
 
-#: The fields of a condition that say why a pod is stuck (rules/causes.py).
+#: The fields of a condition that say why a pod is stuck (rules/causes/).
 _CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime")
 
 

@@ -1,0 +1,57 @@
+"""Stuck-pod causes of the volume-topology tier: whether the nodes the pod's PVs can be used from and the nodes
+the pod may run on meet."""
+
+from __future__ import annotations
+
+import functools
+
+from rules.causes.stuck import Cause, Stuck
+from rules.coscheduling.anchors import name_of
+from rules.kube.nodeaffinity import volume_terms_match
+from rules.kube.volumes import ClaimVolume
+
+
+def _volume_topology(stuck: Stuck) -> str | None:
+    local = [v for v in stuck.volumes if v.pv_terms is not None]
+    if not local:
+        return None
+    if stuck.node_name:
+        node = stuck.view.node(stuck.node_name)
+        outside = [v for v in local if node is not None and not volume_terms_match(v.pv_terms or (), node)]
+        return _outside(outside[0], f"node {stuck.node_name}") if outside else None
+    if next(stuck.candidates(), None) is not None:
+        return None
+    groups = [list(v.pv_terms or ()) for v in local]
+    nodes = stuck.view.node_set()
+    fits = functools.partial(nodes.contains, nodes.admitting(volume_terms=groups))
+    together = sorted(nodes.matching(fits, groups), key=name_of)
+    if not together:
+        if len(local) == 1:
+            return f"{_pv_of(local[0])}'s node affinity matches no node"
+        return f"the node affinities of {', '.join(_pv_of(v) for v in local)} have no node in common"
+    if next(stuck.fitting(stuck.fits_own, stuck.own_groups), None) is None:
+        return None  # its own constraints match no node at all: not the volumes' doing
+    shown = ", ".join(name_of(n) for n in together[:3]) + (", …" if len(together) > 3 else "")
+    return (
+        f"its nodeSelector and required node affinity exclude every node {_pv_of(local[0])} can be used from ({shown})"
+    )
+
+
+def _outside(volume: ClaimVolume, where: str) -> str:
+    return f"{where} is outside the node affinity of {_pv_of(volume)}"
+
+
+def _pv_of(volume: ClaimVolume) -> str:
+    pv = name_of(volume.pv or {})
+    return f"PV {pv} (claim {volume.claim})" if pv else f"the PV of claim {volume.claim}"
+
+
+#: Whether the nodes the volumes can be used from and the nodes the pod may run on meet.
+TOPOLOGY_CAUSES: tuple[Cause, ...] = (
+    Cause(
+        "VolumeTopologyConflict",
+        "The node affinity of the pod's PVs excludes its node, or every node its own constraints allow.",
+        "Let the pod's node affinity (load affinity, nodeSelector) reach a node of the PV's topology.",
+        _volume_topology,
+    ),
+)

@@ -1,0 +1,65 @@
+"""The `audit` command: every validating rule, what the mutating rules would change now, and why each stuck
+storage pod is stuck, over the live API or manifests."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from webhook.cli.args import EXIT_BAD_INPUT, cluster_files, subcommand
+
+
+def add_parser(sub: Any) -> None:
+    aud = subcommand(
+        sub,
+        "audit",
+        "review existing objects: every validating rule, what the mutating rules would change now, and why "
+        "each stuck storage pod is stuck",
+        "Audit the objects of the live API, or of --cluster manifests: every file after --cluster,\n"
+        "up to the next option, is one set, both the objects audited and the cluster they are\n"
+        "judged against (repeat --cluster to add more).",
+        "0  no findings",
+        "1  findings",
+        bad="bad input or usage, or the API cannot be reached or refuses to list",
+    )
+    cluster_files(
+        aud, "audit the objects of these manifest files (the formats of review --cluster) instead of the live API"
+    )
+    aud.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="kubeconfig for the live API (default: $KUBECONFIG, in-cluster service account, ~/.kube/config)",
+    )
+    scope = aud.add_mutually_exclusive_group()
+    scope.add_argument("-n", "--namespace", help="audit this namespace only")
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="audit every namespace (the default)")
+    aud.add_argument("--policy", type=Path, help="policy file (ConfigMap or bare document); default: embedded")
+    aud.add_argument(
+        "-o",
+        "--output",
+        choices=["table", "wide", "json", "yaml"],
+        help="table: one row a finding, messages wrapped to the terminal; wide: also PHASE and REMEDY, one line "
+        "a finding, never wrapped (default: table on a terminal, json otherwise)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from rules.policy import PolicyError
+    from rules.safeload import DocumentError
+    from webhook.audit import command as audit
+    from webhook.policy.file import load_policy_file
+
+    try:
+        policy, _ = load_policy_file(args.policy)
+        if args.cluster:
+            objects, view = audit.objects_from_files(args.cluster)
+        else:
+            objects, view = audit.objects_from_api(args.kubeconfig, args.namespace, audit.progress_to(sys.stderr))
+    except (DocumentError, PolicyError, audit.AuditSourceError) as exc:
+        print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    run = audit.run_audit(objects, view, policy, args.namespace)
+    print(audit.render(run, args.output or audit.default_output(sys.stdout), audit.table_width(sys.stdout)))
+    return audit.exit_code(run)
