@@ -12,153 +12,17 @@ The shapes are a small declarative table rather than a JSON Schema: jsonschema t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from rules.budget import selector_excess
 from rules.kube.selectors import is_int64, type_name
+from rules.kube.shapekit import Problems, Shape, boolean, int64, join, list_of, map_of, obj, string
 
-Problem = tuple[str, str]
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _PARSED_PREFIXES = (
     "storage-affinity.io/",
     "affinity.volumes.csi-baremetal.dell.com/",
     "antiaffinity.volumes.csi-baremetal.dell.com/",
 )
-
-
-@dataclass
-class Problems:
-    """What the walk found: `types` make the body unusable (400), `values` are findings about a valid object,
-    `limits` name what is past the review budget (rules/budget.py)."""
-
-    types: list[Problem] = field(default_factory=list)
-    values: list[Problem] = field(default_factory=list)
-    limits: list[Problem] = field(default_factory=list)
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-class Shape:
-    """The shape of one value, checked twice over: `ok` answers yes or no without building a path or a message
-    (every review passes it), `walk` names each problem with its path (run only for a value `ok` refused)."""
-
-    def ok(self, value: Any) -> bool:
-        raise NotImplementedError
-
-    def walk(self, value: Any, path: str, out: Problems) -> None:
-        raise NotImplementedError
-
-
-class _String(Shape):
-    def ok(self, value: Any) -> bool:
-        return isinstance(value, str)
-
-    def walk(self, value: Any, path: str, out: Problems) -> None:
-        if not isinstance(value, str):
-            out.types.append((path, f"must be a string, not {type_name(value)}"))
-
-
-class _Int64(Shape):
-    def ok(self, value: Any) -> bool:
-        return type(value) is int and INT64_MIN <= value <= INT64_MAX
-
-    def walk(self, value: Any, path: str, out: Problems) -> None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            out.types.append((path, f"must be an integer, not {type_name(value)}"))
-        elif not INT64_MIN <= value <= INT64_MAX:
-            out.types.append((path, "must be a 64-bit integer (out of range)"))
-
-
-class _Boolean(Shape):
-    def ok(self, value: Any) -> bool:
-        return isinstance(value, bool)
-
-    def walk(self, value: Any, path: str, out: Problems) -> None:
-        if not isinstance(value, bool):
-            out.types.append((path, f"must be a boolean, not {type_name(value)}"))
-
-
-string: Shape = _String()
-int64: Shape = _Int64()
-boolean: Shape = _Boolean()
-
-
-class obj(Shape):
-    """An object whose listed fields have the given shapes (absent or null is fine unless required); `extra`
-    checks the whole object after its fields (a finding about its values, not its types)."""
-
-    def __init__(self, fields: Mapping[str, Shape], required: tuple[str, ...] = (), extra: Shape | None = None):
-        self.fields = tuple(fields.items())
-        self.by_name = dict(fields)
-        self.required = required
-        self.extra = extra
-
-    def ok(self, value: Any) -> bool:
-        if not isinstance(value, dict):
-            return False
-        for key in self.required:
-            if value.get(key) is None:
-                return False
-        for key, shape in self.fields:
-            item = value.get(key)
-            if item is not None and not shape.ok(item):
-                return False
-        return self.extra is None or self.extra.ok(value)
-
-    def walk(self, value: Any, path: str, out: Problems) -> None:
-        if not isinstance(value, dict):
-            out.types.append((path, f"must be an object, not {type_name(value)}"))
-            return
-        for key in self.required:
-            if value.get(key) is None:
-                out.types.append((_join(path, key), "is required"))
-        for key, item in value.items():
-            shape = self.by_name.get(key)
-            if item is not None and shape is not None:
-                shape.walk(item, _join(path, key), out)
-        if self.extra is not None:
-            self.extra.walk(value, path, out)
-
-
-class list_of(Shape):
-    def __init__(self, item: Shape) -> None:
-        self.item = item
-
-    def ok(self, value: Any) -> bool:
-        if not isinstance(value, list):
-            return False
-        item = self.item
-        return all(item.ok(element) for element in value)
-
-    def walk(self, value: Any, path: str, out: Problems) -> None:
-        if not isinstance(value, list):
-            out.types.append((path, f"must be a list, not {type_name(value)}"))
-            return
-        for i, element in enumerate(value):
-            self.item.walk(element, f"{path}[{i}]", out)
-
-
-class map_of(Shape):
-    def __init__(self, item: Shape) -> None:
-        self.item = item
-
-    def ok(self, value: Any) -> bool:
-        if not isinstance(value, dict):
-            return False
-        item = self.item
-        return all(item.ok(element) for element in value.values())
-
-    def walk(self, value: Any, path: str, out: Problems) -> None:
-        if not isinstance(value, dict):
-            out.types.append((path, f"must be a map, not {type_name(value)}"))
-            return
-        for key, element in value.items():
-            self.item.walk(element, f"{path}[{key}]", out)
 
 
 class _Annotations(Shape):
@@ -217,7 +81,7 @@ class _Budgeted(Shape):
         if excess is None or not self.inner.ok(value):  # mistyped is refused for its types, whatever its size
             self.inner.walk(value, path, out)
         if excess is not None:
-            out.limits.append((_join(path, "nodeSelectorTerms"), f"has {excess}"))
+            out.limits.append((join(path, "nodeSelectorTerms"), f"has {excess}"))
 
 
 _NODE_AFFINITY = obj(
