@@ -20,7 +20,7 @@ from rules import registry
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, Context, PodTarget
 from rules.kube.shapes import object_problems
-from rules.kube.workloads import TEMPLATE_PATHS, template_of, template_spec
+from rules.kube.workloads import POD_KINDS, TEMPLATE_PATHS, template_of, template_spec
 from rules.model import Decision, Finding, Json, Severity, Subject
 from rules.patch import PatchBuilder
 from rules.policy import Policy
@@ -28,7 +28,6 @@ from rules.roles import classify
 
 log = logging.getLogger(__name__)
 
-POD_KINDS = ("Pod", "Job")
 #: The kinds `validate` has rules for: any other is admitted unchecked (and `review` says so).
 VALIDATED_KINDS = ("Pod", "ConfigMap", *TEMPLATE_PATHS)
 #: Finding families that enforcement never relaxes: a broken policy must never land, and an object whose values
