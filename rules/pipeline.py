@@ -62,15 +62,19 @@ def mutate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: s
     return ctx.decision
 
 
-def validate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: str = "") -> Decision:
-    """The validating webhook's decision: findings with enforcement applied."""
+def validate(
+    subject: Subject, view: ClusterView, policy: Policy, own_namespace: str = "", *, existing: bool = False
+) -> Decision:
+    """The validating webhook's decision: findings with enforcement applied. `existing` (the audit): the object is
+    stored already, so a workload's pods have been created or come later, and its template is checked as a changed
+    one is, by the template rules (a Job's pods are audited as Pods)."""
     ctx = Context(subject, view, policy, own_namespace)
     if subject.operation not in ("CREATE", "UPDATE"):
         ctx.reason(f"operation {subject.operation} is not checked: only CREATE and UPDATE are")
     if not isinstance(subject.obj, dict) or subject.operation not in ("CREATE", "UPDATE"):
         return ctx.decision
     path = TEMPLATE_PATHS.get(subject.kind)
-    updated = False  # an UPDATE that changes a workload's pod template
+    updated = existing and path is not None  # a template checked whole, as the pods it will create are
     if path is not None and subject.operation == "UPDATE":
         if template_of(subject.obj, path) == template_of(subject.old, path):
             # Scaling, a status or a label of the workload: no new pod comes from this, so nothing to check.

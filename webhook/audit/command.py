@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from rules.audit import ObjectAudit, audit_objects
+from rules.audit import AUDITED_KINDS, ObjectAudit, audit_objects
 from rules.messages import counted, plural
 from rules.model import Json
 from rules.policy import Policy
@@ -27,8 +27,22 @@ from webhook.state.index import ClusterIndex, bulk_ingest, identity
 from webhook.state.static import read_manifests, state_of
 
 EXIT_CLEAN, EXIT_FINDINGS = 0, 1
-#: What the live audit lists, in this order (the cluster state the rules read, then what is audited).
-LIVE_KINDS = ("StorageClass", "Node", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "Pod")
+#: What the live audit lists, in this order (the cluster state the rules read, then what is audited: the pods, and
+#: the workloads whose templates make pods, checked as `/validate` checks them).
+LIVE_KINDS = (
+    "StorageClass",
+    "Node",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "ConfigMap",
+    "Pod",
+    "Deployment",
+    "StatefulSet",
+    "DaemonSet",
+    "ReplicaSet",
+    "Job",
+    "CronJob",
+)
 
 
 class AuditSourceError(Exception):
@@ -102,6 +116,7 @@ def objects_from_api(
     api = client.ApiClient(configuration)
     core = client.CoreV1Api(api)
     storage = client.StorageV1Api(api)
+    apps, batch = client.AppsV1Api(api), client.BatchV1Api(api)
     calls: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
         "StorageClass": (storage.list_storage_class, ()),
         "Node": (core.list_node, ()),
@@ -109,6 +124,12 @@ def objects_from_api(
         "PersistentVolumeClaim": _namespaced(core, "persistent_volume_claim", namespace),
         "ConfigMap": _namespaced(core, "config_map", namespace),
         "Pod": _namespaced(core, "pod", namespace),
+        "Deployment": _namespaced(apps, "deployment", namespace),
+        "StatefulSet": _namespaced(apps, "stateful_set", namespace),
+        "DaemonSet": _namespaced(apps, "daemon_set", namespace),
+        "ReplicaSet": _namespaced(apps, "replica_set", namespace),
+        "Job": _namespaced(batch, "job", namespace),
+        "CronJob": _namespaced(batch, "cron_job", namespace),
     }
     index = ClusterIndex()
     audited: list[Json] = []
@@ -121,7 +142,7 @@ def objects_from_api(
                 for obj in list_pages(call, *args, page_size=500, timeout=60):
                     obj["kind"] = kind
                     index.apply(obj)
-                    if kind in ("Pod", "ConfigMap"):
+                    if kind in AUDITED_KINDS:
                         audited.append(obj)
                     count += 1
                     if count % 500 == 0 and time.monotonic() - started > 1.0:
@@ -179,10 +200,10 @@ def _custom_objects(
     return objects
 
 
-def _namespaced(core: Any, what: str, namespace: str | None) -> tuple[Callable[..., Any], tuple[str, ...]]:
+def _namespaced(api: Any, what: str, namespace: str | None) -> tuple[Callable[..., Any], tuple[str, ...]]:
     if namespace is None:
-        return getattr(core, f"list_{what}_for_all_namespaces"), ()
-    return getattr(core, f"list_namespaced_{what}"), (namespace,)
+        return getattr(api, f"list_{what}_for_all_namespaces"), ()
+    return getattr(api, f"list_namespaced_{what}"), (namespace,)
 
 
 # --- output --------------------------------------------------------------------------------------------------
