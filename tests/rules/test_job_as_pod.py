@@ -9,10 +9,12 @@ import copy
 import pytest
 
 from rules import pipeline, registry
+from rules.cluster import ClusterView
 from rules.context import Context
 from rules.kube.nodeaffinity import pod_fits_node
 from rules.kube.workloads import TEMPLATE_PATHS
 from rules.model import Decision, Json, Severity
+from rules.policy import Policy
 from tests.rules.table_objects import TableObject, table_objects
 from tests.rules.test_workload_templates import workload
 from tests.support import mutate_checked, policy, subject, view_from
@@ -64,7 +66,7 @@ def prefixed(warning: str) -> str:
     return f"spec.template.{field}{sep}{rest}" if sep and field.startswith(("spec", "metadata")) else warning
 
 
-def fitting(view: object, spec: Json, nodes: list[Json]) -> list[str]:
+def fitting(spec: Json, nodes: list[Json]) -> list[str]:
     """The nodes of the case's cluster the pod may run on: its placement, whatever mode wrote it."""
     pinned = spec.get("nodeName")
     names = [str(n["metadata"]["name"]) for n in nodes if pod_fits_node(spec, n)]
@@ -85,17 +87,17 @@ def test_a_job_gets_what_its_pod_gets(case: TableObject) -> None:
     # always give a Job's template, the Job needs no word about it.
     told = [prefixed(w) for w in pod_mutation.warnings]
     assert [w for w in told if w in job_mutation.warnings or not w.endswith(FELL_BACK)] == job_mutation.warnings
-    assert fitting(view, job["spec"]["template"]["spec"], nodes) == fitting(view, pod["spec"], nodes)
+    assert fitting(job["spec"]["template"]["spec"], nodes) == fitting(pod["spec"], nodes)
 
 
-def template_rule_findings(pod: Json, view: object, pol: object) -> list[tuple[str, str, str, Severity]]:
+def template_rule_findings(pod: Json, view: ClusterView, pol: Policy) -> list[tuple[str, str, str, Severity]]:
     """The pod's findings, enforced as on the pod, from the rules a workload's template gets
     (registry.TEMPLATE_VALIDATORS): what the template of a workload that makes this pod later must be told."""
-    as_pod = Context(subject(pod), view, pol)  # type: ignore[arg-type]
+    as_pod = Context(subject(pod), view, pol)
     for rule in registry.TEMPLATE_VALIDATORS:
-        rule(as_pod, pipeline.pod_target(as_pod.subject, pol, ""))  # type: ignore[arg-type]
+        rule(as_pod, pipeline.pod_target(as_pod.subject, pol, ""))
     own = {(f.field, f.message) for f in as_pod.decision.findings}
-    checked = pipeline.validate(subject(pod), view, pol).findings  # type: ignore[arg-type]
+    checked = pipeline.validate(subject(pod), view, pol).findings
     return [(f.field, f.message, f.family, f.severity) for f in checked if (f.field, f.message) in own]
 
 

@@ -19,8 +19,9 @@ from rules.model import Json
 from rules.reports import OPENREPORTS, build_reports
 from testkit.fakeapi import running_fake_api
 from tests.rules.test_workload_templates import CASES, kinds, objects
-from tests.support import EXAMPLES, load_static_state, policy, subject
+from tests.support import EXAMPLES, policy, subject
 from webhook.cli.main import main
+from webhook.state.static import load_static_state
 
 #: The workload table's case of a misspelled key in every controller kind, and the one that passes in every kind.
 MISSPELLED, CLEAN = (
