@@ -17,7 +17,7 @@ from rules.model import Decision, Json, Severity
 from rules.policy import Policy
 from tests.rules.table_objects import TableObject, table_objects
 from tests.rules.test_workload_templates import workload
-from tests.support import mutate_checked, policy, subject, view_from
+from tests.support import EXAMPLES, example_runtime, load_yaml, mutate_checked, policy, subject, view_from
 
 FELL_BACK = "; used requiredAffinity"
 #: The kinds whose pods come later, on whatever nodes and claims exist then: only the rules that need no cluster.
@@ -112,3 +112,15 @@ def test_a_later_workload_gets_the_findings_that_need_no_cluster(case: TableObje
         assert [(f.field, f.message, f.family, f.severity) for f in got.findings] == [
             (f"{base}.{field}", message, family, severity) for field, message, family, severity in expected
         ], kind
+
+
+def test_the_pinned_away_example_is_denied_as_a_job_as_it_is_as_a_pod() -> None:
+    """examples/pinned-away-pod.yaml (the KubeVirt failure: pinned away from its local PV) in a Job."""
+    pod = load_yaml(EXAMPLES / "pinned-away-pod.yaml")
+    view = example_runtime().view
+    as_pod = pipeline.validate(subject(pod), view, policy())
+    as_job = pipeline.validate(subject(wrapped(pod, "Job")), view, policy())
+    assert [(f.field, f.message) for f in as_pod.denials] != []
+    assert [(f.field, f.message) for f in as_job.denials] == [
+        (f"spec.template.{f.field}", f.message) for f in as_pod.denials
+    ]
