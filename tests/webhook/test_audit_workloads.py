@@ -20,7 +20,10 @@ from rules.reports import OPENREPORTS, build_reports
 from testkit.fakeapi import running_fake_api
 from tests.rules.test_workload_templates import CASES, kinds, objects
 from tests.support import EXAMPLES, policy, subject
+from webhook.audit.loop import AuditLoop
+from webhook.audit.workloads import list_workloads
 from webhook.cli.main import main
+from webhook.runtime import Runtime
 from webhook.state.static import load_static_state
 
 #: The workload table's case of a misspelled key in every controller kind, and the one that passes in every kind.
@@ -112,3 +115,34 @@ def test_the_reports_reference_each_workload_by_its_api() -> None:
     assert resources == {
         (obj["kind"], obj["apiVersion"]) for obj in workloads() if not obj["metadata"]["name"].endswith("-clean")
     }
+
+
+def _api_client(kubeconfig: Path) -> Any:
+    from kubernetes import client
+
+    from webhook.state.apisource import load_configuration
+
+    configuration, _ = load_configuration(kubeconfig)
+    configuration.retries = 0
+    return client.ApiClient(configuration)
+
+
+def test_the_in_server_audit_lists_each_workload_kind_once_a_run(tmp_path: Path) -> None:
+    """The server's audit (webhook/audit/loop.py) lists the workloads as `audit` does, one paged list per kind per
+    run, and counts their findings with the pods'; an API that refuses the list leaves the run to the state it
+    holds, not a failed run."""
+    rt = Runtime(policy=policy(), view=load_static_state([EXAMPLES / "cluster.yaml"]), namespace="saw")
+    base = AuditLoop(rt, interval=60).run_once()
+    with running_fake_api() as api:
+        for obj in workloads():
+            api.create(obj)
+        lister = _api_client(api.write_kubeconfig(tmp_path / "kubeconfig"))
+        loop = AuditLoop(rt, interval=60, workloads=lambda: list_workloads(lister))
+        counts = loop.run_once()
+        listed = {kind: api.count("GET", kind) for kind in TEMPLATE_PATHS}
+        api.fail(403)
+        refused = loop.run_once()
+    assert listed == dict.fromkeys(TEMPLATE_PATHS, 1)
+    misspelled = len(kinds(MISSPELLED))
+    assert counts.get(("annotations", "shop"), 0) == base.get(("annotations", "shop"), 0) + misspelled
+    assert refused == base

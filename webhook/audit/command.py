@@ -23,6 +23,7 @@ from rules.audit import AUDITED_KINDS, ObjectAudit, audit_objects
 from rules.messages import counted, plural
 from rules.model import Json
 from rules.policy import Policy
+from webhook.audit.workloads import PAGE_SIZE, PAGE_TIMEOUT, namespaced, workload_lists
 from webhook.state.index import ClusterIndex, bulk_ingest, identity
 from webhook.state.static import read_manifests, state_of
 
@@ -116,20 +117,14 @@ def objects_from_api(
     api = client.ApiClient(configuration)
     core = client.CoreV1Api(api)
     storage = client.StorageV1Api(api)
-    apps, batch = client.AppsV1Api(api), client.BatchV1Api(api)
     calls: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
         "StorageClass": (storage.list_storage_class, ()),
         "Node": (core.list_node, ()),
         "PersistentVolume": (core.list_persistent_volume, ()),
-        "PersistentVolumeClaim": _namespaced(core, "persistent_volume_claim", namespace),
-        "ConfigMap": _namespaced(core, "config_map", namespace),
-        "Pod": _namespaced(core, "pod", namespace),
-        "Deployment": _namespaced(apps, "deployment", namespace),
-        "StatefulSet": _namespaced(apps, "stateful_set", namespace),
-        "DaemonSet": _namespaced(apps, "daemon_set", namespace),
-        "ReplicaSet": _namespaced(apps, "replica_set", namespace),
-        "Job": _namespaced(batch, "job", namespace),
-        "CronJob": _namespaced(batch, "cron_job", namespace),
+        "PersistentVolumeClaim": namespaced(core, "persistent_volume_claim", namespace),
+        "ConfigMap": namespaced(core, "config_map", namespace),
+        "Pod": namespaced(core, "pod", namespace),
+        **workload_lists(api, namespace),
     }
     index = ClusterIndex()
     audited: list[Json] = []
@@ -139,7 +134,7 @@ def objects_from_api(
             for kind in LIVE_KINDS:
                 call, args = calls[kind]
                 count = 0
-                for obj in list_pages(call, *args, page_size=500, timeout=60):
+                for obj in list_pages(call, *args, page_size=PAGE_SIZE, timeout=PAGE_TIMEOUT):
                     obj["kind"] = kind
                     index.apply(obj)
                     if kind in AUDITED_KINDS:
@@ -198,12 +193,6 @@ def _custom_objects(
         obj["kind"] = kind
         index.apply(obj)
     return objects
-
-
-def _namespaced(api: Any, what: str, namespace: str | None) -> tuple[Callable[..., Any], tuple[str, ...]]:
-    if namespace is None:
-        return getattr(api, f"list_{what}_for_all_namespaces"), ()
-    return getattr(api, f"list_namespaced_{what}"), (namespace,)
 
 
 # --- output --------------------------------------------------------------------------------------------------
