@@ -30,6 +30,7 @@ from rules.coscheduling.anchors import name_of, plan
 from rules.datasource.scope import FILLING_WORKERS, cdi_trust_problem, cdi_worker
 from rules.datasource.vm import vm_disk_problems
 from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
+from rules.kube.workloads import TEMPLATE_PATHS
 from rules.loadaffinity.nodeagents import FAMILY as NODE_AGENT
 from rules.loadaffinity.nodeagents import pending_pod_problem
 from rules.model import Decision, Json, Subject
@@ -37,8 +38,10 @@ from rules.pipeline import RULE_ERROR, STRICT_FAMILIES
 from rules.policy import Policy, validation_families
 from rules.quoting import ShownText
 
-#: The kinds the audit reviews; every other object is read as cluster state only.
-AUDITED_KINDS = ("Pod", "Job", "ConfigMap", "VirtualMachine")
+#: The kinds the audit reviews; every other object is read as cluster state only. A workload (rules/kube/workloads.py)
+#: is checked as `/validate` checks a changed template, by the template rules: its pods exist or come later, and
+#: those that exist are audited as Pods.
+AUDITED_KINDS = ("Pod", *TEMPLATE_PATHS, "ConfigMap", "VirtualMachine")
 PLACED_ROLES = ("mover", "backup", "restore")
 #: The pseudo-family of a pod that admission would place differently now.
 DRIFT = "placementDrift"
@@ -115,7 +118,7 @@ def audit_objects(
     own_namespace: str = "",
     now: datetime | None = None,
 ) -> list[ObjectAudit]:
-    """Every Pod, Job and ConfigMap among `objects`, in the order to show them: Multi-Attach movers first.
+    """Every object of an audited kind among `objects`, in the order to show them: Multi-Attach movers first.
     Without `now`, no pod is judged stuck."""
     reports = [
         audit_object(obj, view, policy, own_namespace, now) for obj in objects if obj.get("kind") in AUDITED_KINDS
@@ -136,6 +139,9 @@ def audit_object(
         return report
     subject = Subject(kind=kind, operation="CREATE", namespace=namespace, name=name, obj=dict(obj))
     try:
+        if kind in TEMPLATE_PATHS:  # nothing to place: a workload is stored, its template is what pods come from
+            report.findings = _findings(pipeline.validate(subject, view, policy, own_namespace, existing=True))
+            return report
         chain = pipeline.mutate_then_validate(subject, view, policy, own_namespace)
     except BadObject as exc:
         report.findings = [AuditFinding("object", path, message, "deny") for path, message in exc.problems]

@@ -21,7 +21,7 @@ from rules.budget import OverBudget
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, Context, PodTarget
 from rules.kube.shapes import object_problems
-from rules.kube.workloads import TEMPLATE_PATHS, template_of, template_spec
+from rules.kube.workloads import POD_KINDS, TEMPLATE_PATHS, template_of, template_spec
 from rules.model import Decision, Finding, Json, Severity, Subject
 from rules.patch import PatchBuilder
 from rules.policy import Policy
@@ -29,7 +29,6 @@ from rules.roles import classify
 
 log = logging.getLogger(__name__)
 
-POD_KINDS = ("Pod", "Job")
 #: The kinds `validate` has rules for: any other is admitted unchecked (and `review` says so).
 VALIDATED_KINDS = ("Pod", "ConfigMap", *TEMPLATE_PATHS)
 #: Finding families that enforcement never relaxes: a broken policy must never land, and an object whose values
@@ -64,15 +63,19 @@ def mutate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: s
     return ctx.decision
 
 
-def validate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: str = "") -> Decision:
-    """The validating webhook's decision: findings with enforcement applied."""
+def validate(
+    subject: Subject, view: ClusterView, policy: Policy, own_namespace: str = "", *, existing: bool = False
+) -> Decision:
+    """The validating webhook's decision: findings with enforcement applied. `existing` (the audit): the object is
+    stored already, so a workload's pods have been created or come later, and its template is checked as a changed
+    one is, by the template rules (a Job's pods are audited as Pods)."""
     ctx = Context(subject, view, policy, own_namespace)
     if subject.operation not in ("CREATE", "UPDATE"):
         ctx.reason(f"operation {subject.operation} is not checked: only CREATE and UPDATE are")
     if not isinstance(subject.obj, dict) or subject.operation not in ("CREATE", "UPDATE"):
         return ctx.decision
     path = TEMPLATE_PATHS.get(subject.kind)
-    updated = False  # an UPDATE that changes a workload's pod template
+    updated = existing and path is not None  # a template checked whole, as the pods it will create are
     if path is not None and subject.operation == "UPDATE":
         if template_of(subject.obj, path) == template_of(subject.old, path):
             # Scaling, a status or a label of the workload: no new pod comes from this, so nothing to check.

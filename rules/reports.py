@@ -37,7 +37,17 @@ LIMIT_POLICY = "reportLimit"
 #: The fields of a report that are its content; metadata other than the labels is the API server's.
 CONTENT = ("source", "summary", "results")
 
-_API_VERSIONS = {"Pod": "v1", "ConfigMap": "v1", "Job": "batch/v1", "VirtualMachine": "kubevirt.io/v1"}
+_API_VERSIONS = {
+    "Pod": "v1",
+    "ConfigMap": "v1",
+    "Job": "batch/v1",
+    "CronJob": "batch/v1",
+    "Deployment": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1",
+    "ReplicaSet": "apps/v1",
+    "VirtualMachine": "kubevirt.io/v1",
+}
 _RESULT = {"deny": "fail", "warn": "warn"}
 _SEVERITY = {"deny": "high", "warn": "medium"}
 

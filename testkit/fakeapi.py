@@ -55,6 +55,12 @@ log = logging.getLogger(__name__)
 #: writes (Leases, policy reports).
 RESOURCES: dict[str, tuple[str, bool, str]] = {
     **{entry.plural: (entry.kind, entry.namespaced, entry.prefix) for entry in STATE_KINDS},
+    "deployments": ("Deployment", True, "/apis/apps/v1"),
+    "statefulsets": ("StatefulSet", True, "/apis/apps/v1"),
+    "daemonsets": ("DaemonSet", True, "/apis/apps/v1"),
+    "replicasets": ("ReplicaSet", True, "/apis/apps/v1"),
+    "jobs": ("Job", True, "/apis/batch/v1"),
+    "cronjobs": ("CronJob", True, "/apis/batch/v1"),
     "leases": ("Lease", True, "/apis/coordination.k8s.io/v1"),
     "reports": ("Report", True, "/apis/openreports.io/v1alpha1"),
     "policyreports": ("PolicyReport", True, "/apis/wgpolicyk8s.io/v1alpha2"),

@@ -1,7 +1,8 @@
 """Placement consistency (docs/design.md#6-validation): a new pod's node constraints must agree with each other,
 with its Node and with the node-local volumes it mounts.
 
-Checked on Pod CREATE on the object as it reaches the validating webhook, after every mutating webhook. A pod
+Checked on Pod and Job CREATE (a Job's template is the pod its controller creates at once; the finding names the
+field under `spec.template`) on the object as it reaches the validating webhook, after every mutating webhook. A pod
 whose `spec.nodeName` fails its own node affinity is rejected by the kubelet (`NodeAffinity`) after it was
 admitted; a pod pinned away from its local PV never starts (the KubeVirt failure: the VM on one node, its disk on
 another). Both are cheaper to refuse here, with a message that names the node, the volume and the PV.
@@ -26,6 +27,7 @@ from rules.kube.nodeaffinity import (
     volume_terms_match,
 )
 from rules.kube.volumes import ClaimVolume
+from rules.kube.workloads import POD_KINDS
 from rules.model import Json, Severity
 from rules.quoting import clip, escaped
 
@@ -55,15 +57,15 @@ def local_volumes(volumes: Sequence[ClaimVolume]) -> list[LocalVolume]:
 
 
 def placement_consistency(ctx: Context, target: PodTarget) -> None:
-    """The validating rule; Pods on CREATE only (a Job template gets checked when its pods are created)."""
-    if target.kind != "Pod" or ctx.subject.operation != "CREATE":
+    """The validating rule; Pods and Jobs on CREATE only (other workloads' pods come later, on other nodes)."""
+    if target.kind not in POD_KINDS or ctx.subject.operation != "CREATE":
         return
     spec = target.spec
     local = local_volumes(target.volumes(ctx.view))
     before = len(ctx.decision.findings)
     node_name = spec.get("nodeName")
     if node_name:
-        _check_named_node(ctx, spec, str(node_name), local)
+        _check_named_node(ctx, target, str(node_name), local)
         return
     pinned = pinned_node(required_terms(spec))
     if pinned:
@@ -71,17 +73,19 @@ def placement_consistency(ctx: Context, target: PodTarget) -> None:
         if node is not None:
             for lv in local:
                 if not volume_terms_match(lv.terms, node):
-                    ctx.report(REQUIRED_PATH, f'pins the pod to node "{pinned}" (matchFields), but {_away(lv)}', FAMILY)
+                    message = f'pins the pod to node "{pinned}" (matchFields), but {_away(lv)}'
+                    ctx.report(target.field(REQUIRED_PATH), message, FAMILY)
     if len(ctx.decision.findings) == before:
-        _check_satisfiable(ctx, spec, local)
+        _check_satisfiable(ctx, target, local)
 
 
-def _check_named_node(ctx: Context, spec: Mapping[str, Any], node_name: str, local: list[LocalVolume]) -> None:
+def _check_named_node(ctx: Context, target: PodTarget, node_name: str, local: list[LocalVolume]) -> None:
+    spec = target.spec
     node = ctx.view.node(node_name)
     if node is None:
         if len(ctx.view.node_set()):
             ctx.report(
-                "spec.nodeName",
+                target.field("spec.nodeName"),
                 f'node "{node_name}" is not known: if it does not exist the pod never starts',
                 FAMILY,
                 Severity.WARN,
@@ -96,7 +100,7 @@ def _check_named_node(ctx: Context, spec: Mapping[str, Any], node_name: str, loc
             if not node_selector_matches({key: value}, node)
         ]
         ctx.report(
-            "spec.nodeSelector",
+            target.field("spec.nodeSelector"),
             f'node "{node_name}" (spec.nodeName) fails nodeSelector {", ".join(misses)}; {KUBELET}',
             FAMILY,
         )
@@ -104,17 +108,18 @@ def _check_named_node(ctx: Context, spec: Mapping[str, Any], node_name: str, loc
     if terms is not None and not pod_fits_node({"affinity": spec.get("affinity")}, node):
         why = "; ".join(f"term {i}: {_failing(term, node)}" for i, term in enumerate(terms))
         ctx.report(
-            REQUIRED_PATH,
+            target.field(REQUIRED_PATH),
             f'node "{node_name}" (spec.nodeName) matches none of the required terms ({why}); {KUBELET}',
             FAMILY,
         )
     for lv in local:
         if not volume_terms_match(lv.terms, node):
-            ctx.report("spec.nodeName", f'pins the pod to node "{node_name}", but {_away(lv)}', FAMILY)
+            ctx.report(target.field("spec.nodeName"), f'pins the pod to node "{node_name}", but {_away(lv)}', FAMILY)
 
 
-def _check_satisfiable(ctx: Context, spec: Mapping[str, Any], local: list[LocalVolume]) -> None:
+def _check_satisfiable(ctx: Context, target: PodTarget, local: list[LocalVolume]) -> None:
     """Warn when no known Node passes nodeSelector, required affinity and the PVs' terms together."""
+    spec = target.spec
     nodes = ctx.view.node_set()
     if not len(nodes):
         return
@@ -137,7 +142,12 @@ def _check_satisfiable(ctx: Context, spec: Mapping[str, Any], local: list[LocalV
     if required_node_affinity(spec) is not None:
         parts.append("required node affinity")
     parts.extend(f'volume "{lv.volume}" (PV {lv.pv})' for lv in local)
-    ctx.report("spec", f"no known node fits {' + '.join(parts)}: the pod would stay Pending", FAMILY, Severity.WARN)
+    ctx.report(
+        target.field("spec"),
+        f"no known node fits {' + '.join(parts)}: the pod would stay Pending",
+        FAMILY,
+        Severity.WARN,
+    )
 
 
 def _away(lv: LocalVolume) -> str:

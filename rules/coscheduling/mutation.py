@@ -41,8 +41,8 @@ def mutate_mover(ctx: Context, target: PodTarget) -> None:
     inherited = inherited_pin(target.metadata, spec)
     result = plan(ctx.view, ctx.policy, target)
     for problem in result.problems:
-        # The validating webhook reports these for Pods; a Job template gets no other word about them.
-        if target.is_template or problem.kind in ("split", "two-nodes"):
+        # The validating webhook reports the others, for Pods and Jobs alike.
+        if problem.kind in ("split", "two-nodes"):
             ctx.warn(f"{problem.field}: {problem.message}")
         ctx.reason(f"co-scheduling: no placement: {problem.message}")
         ctx.audit("co-scheduling", f"not placed: {problem.kind} ({problem.field})")

@@ -1,4 +1,4 @@
-"""The validating side of co-scheduling, for mover Pods at CREATE, on the final object: what the mutating rule
+"""The validating side of co-scheduling, for mover Pods and Jobs at CREATE, on the final object: what the mutating rule
 could not fix is reported here, naming the pods and nodes involved (docs/design.md#4-co-scheduling-movers and
 the placement consistency of docs/design.md#6-validation)."""
 
@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from rules.context import Context, PodTarget
 from rules.coscheduling.anchors import COPY_METHOD_HINT, name_of, plan
+from rules.kube.workloads import POD_KINDS
 from rules.model import Severity
 
 FAMILY = "coScheduling"
 
 
 def check_co_scheduling(ctx: Context, target: PodTarget) -> None:
-    if target.kind != "Pod" or ctx.subject.operation != "CREATE" or target.role.role != "mover":
+    if target.kind not in POD_KINDS or ctx.subject.operation != "CREATE" or target.role.role != "mover":
         return
     result = plan(ctx.view, ctx.policy, target)
     for problem in result.problems:

@@ -43,8 +43,6 @@ def mutate_data_source(ctx: Context, target: PodTarget) -> None:
             ctx.reason(f"data source: claim {place.claim} from {place.source} (PV {place.pv}) is not node-local")
     nodes = [p for p in places if p.kind == NODE]
     if problem := conflict(nodes):
-        if target.is_template:  # the validating webhook denies the Pods; a Job template gets only this word
-            ctx.warn(f"{target.field(nodes[-1].volume.field)}: {problem}")
         ctx.reason(f"data source: no placement: {problem}")
         ctx.audit("data-source", "not placed: sources on different nodes")
         return

@@ -27,6 +27,9 @@ CDI_WORKERS = frozenset({"importer", "cdi-upload-server", "cdi-clone-source"})
 #: The workers that fill the claim they mount, so the only ones that follow a VM. A clone source pod reads a bound
 #: source in the source's namespace, where CDI can give it no owner reference (it names its owner in an annotation).
 FILLING_WORKERS = frozenset({"importer", "cdi-upload-server"})
+#: Why a pod labelled as a filling worker is not one: CDI creates its workers as Pods controlled by their claim, so a
+#: workload's template (whose pods its controller owns) never is one either, and a Job gets what its pod would.
+NOT_OWNED = "it is not controlled by a claim it mounts, as CDI's workers are"
 
 
 def cdi_worker(metadata: Mapping[str, Any]) -> str | None:
@@ -52,8 +55,8 @@ def in_scope(policy: Policy, target: PodTarget) -> bool:
 
 def cdi_trust_problem(policy: Policy, target: PodTarget, requester: str | None) -> str:
     """Why a pod labelled as a CDI worker that fills a claim is not trusted as one ("" when it is)."""
-    if target.is_template:
-        return "CDI creates its workers as Pods, never from a template"
+    if target.is_template:  # the workload's controller owns the pods it makes: no claim does
+        return NOT_OWNED
     claims = {
         str((volume.get("persistentVolumeClaim") or {}).get("claimName") or "")
         for volume in target.spec.get("volumes") or ()
@@ -68,7 +71,7 @@ def cdi_trust_problem(policy: Policy, target: PodTarget, requester: str | None) 
         for owner in target.metadata.get("ownerReferences") or ()
     )
     if not owned:
-        return "it is not controlled by a claim it mounts, as CDI's workers are"
+        return NOT_OWNED
     if requester is not None and requester not in policy.cdi_requesters:
         return f"requester {clip(requester)} is not one of the policy's cdi.requesters"
     return ""

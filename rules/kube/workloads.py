@@ -11,6 +11,12 @@ from typing import Any
 
 from rules.model import Json
 
+#: The kinds judged as the pod they are or will become, with every rule, the ones that read the cluster included:
+#: a Pod, and a Job, whose controller creates its pods at once, on today's nodes and claims. A refusal of the Job
+#: is what its creator sees (VolSync reports a failed Job create in the ReplicationSource's status); a refusal of
+#: its pods would only be an event on the Job.
+POD_KINDS = ("Pod", "Job")
+
 #: kind → the path of its pod template. A Job's template is checked as its pods are: the Job controller creates
 #: them at once; the others keep theirs for pods made later, on whatever nodes and claims exist then.
 TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {

@@ -288,7 +288,7 @@ def pin_restore_pod_to_node(ctx: Context, target: PodTarget, node_name: str) -> 
         if not (why := node_name_unsafe(volumes, target.spec)):
             target.patch.set("spec", "nodeName", value=node_name)
             return mode
-        ctx.warn(f"spec.nodeName: not used, {why}; pinned by requiredAffinity")
+        ctx.warn(f"{target.field('spec.nodeName')}: not used, {why}; pinned by requiredAffinity")
     write_required(target, pin_terms(current_terms(target), node_name))
     return REQUIRED_AFFINITY
 

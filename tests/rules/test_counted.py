@@ -37,4 +37,10 @@ def test_every_kind_the_live_audit_lists_has_its_plural() -> None:
         "2 PersistentVolumeClaims",
         "2 ConfigMaps",
         "2 Pods",
+        "2 Deployments",
+        "2 StatefulSets",
+        "2 DaemonSets",
+        "2 ReplicaSets",
+        "2 Jobs",
+        "2 CronJobs",
     ]

@@ -123,7 +123,7 @@ def test_consistency_table(case: Json) -> None:
     assert decision.failure is None
 
 
-def test_only_pod_create_is_checked() -> None:
+def test_only_pod_and_job_create_are_checked() -> None:
     away = pod(
         {
             "nodeName": "node-b.example.internal",
@@ -134,7 +134,7 @@ def test_only_pod_create_is_checked() -> None:
     assert [f.field for f in pipeline.validate(subject(away), view, policy()).denials] == ["spec.nodeName"]
     # UPDATE: placement is immutable after creation; the binding is not ours to judge
     assert pipeline.validate(subject(away, "UPDATE", old=away), view, policy()).findings == []
-    # a Job's template is checked when its pods are created
+    # A Job's template is the pod its controller creates at once: denied as it, the field under spec.template
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -142,7 +142,20 @@ def test_only_pod_create_is_checked() -> None:
         "spec": {"template": {"spec": {**away["spec"], "restartPolicy": "Never"}}},
     }
     validate_strict(job)
-    assert pipeline.validate(subject(job), view, policy()).findings == []
+    job_denials = pipeline.validate(subject(job), view, policy()).denials
+    assert [f.field for f in job_denials] == ["spec.template.spec.nodeName"]
+    # A Deployment's pods come later, on whatever nodes exist then
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "shop"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}}, "spec": away["spec"]},
+        },
+    }
+    validate_strict(deployment)
+    assert pipeline.validate(subject(deployment), view, policy()).findings == []
 
 
 def test_placement_is_relaxed_by_its_family_only() -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from rules import pipeline
 from rules.audit import audit_objects
+from rules.datasource.scope import NOT_OWNED
 from rules.model import Json, Severity
 from rules.policy import PolicyError, policy_from_document
 from tests.rules.test_datasource import state_objects, subject_object
@@ -21,7 +22,7 @@ TABLE = load_yaml(DATA / "trust" / "spoofed.yaml")
 POLICY = policy_from_document(TABLE["policy"])
 VIEW = view_from(*TABLE["state"])
 KINDS = ("Pod", "Job", "Deployment")
-TEMPLATE_REASON = "CDI creates its workers as Pods, never from a template"
+TEMPLATE_REASON = NOT_OWNED  # a workload's controller owns its pods: as a Job's pod is, its template is judged
 
 
 def build(kind: str, claim: Json, namespace: str) -> Json:

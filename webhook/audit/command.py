@@ -19,23 +19,26 @@ from typing import Any, TextIO
 
 import yaml
 
-from rules.audit import ObjectAudit, audit_objects
+from rules.audit import AUDITED_KINDS, ObjectAudit, audit_objects
 from rules.messages import counted, plural
 from rules.model import Json
 from rules.policy import Policy
+from webhook.audit.workloads import PAGE_SIZE, PAGE_TIMEOUT, WORKLOAD_KINDS, workload_lists
 from webhook.state.index import ClusterIndex, bulk_ingest, identity
 from webhook.state.kinds import BY_KIND, STATE_KINDS
 from webhook.state.static import read_manifests, state_of
 
 EXIT_CLEAN, EXIT_FINDINGS = 0, 1
-#: What the live audit lists through the typed clients, in this order: the cluster state the rules read
-#: (webhook/state/kinds.py; the CRD kinds come after, by `_optional_objects`), cluster-scoped first, pods last.
-LIVE_KINDS = tuple(
+#: What the live audit lists, in this order: the cluster state the rules read through the typed clients
+#: (webhook/state/kinds.py; the CRD kinds come after, by `_optional_objects`), cluster-scoped first, pods last, then
+#: the workloads whose templates make pods, checked as `/validate` checks them (webhook/audit/workloads.py).
+STATE_KINDS_LISTED = tuple(
     entry.kind
     for entry in sorted(
         (entry for entry in STATE_KINDS if entry.lister is not None), key=lambda e: (e.namespaced, e.kind == "Pod")
     )
 )
+LIVE_KINDS = (*STATE_KINDS_LISTED, *WORKLOAD_KINDS)
 
 
 class AuditSourceError(Exception):
@@ -108,7 +111,10 @@ def objects_from_api(
     configuration.retries = 2
     api = client.ApiClient(configuration)
     calls: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
-        kind: _list_call(getattr(client, BY_KIND[kind].client)(api), kind, namespace) for kind in LIVE_KINDS
+        **{
+            kind: _list_call(getattr(client, BY_KIND[kind].client)(api), kind, namespace) for kind in STATE_KINDS_LISTED
+        },
+        **workload_lists(api, namespace),
     }
     index = ClusterIndex()
     audited: list[Json] = []
@@ -118,10 +124,10 @@ def objects_from_api(
             for kind in LIVE_KINDS:
                 call, args = calls[kind]
                 count = 0
-                for obj in list_pages(call, *args, page_size=500, timeout=60):
+                for obj in list_pages(call, *args, page_size=PAGE_SIZE, timeout=PAGE_TIMEOUT):
                     obj["kind"] = kind
                     index.apply(obj)
-                    if kind in ("Pod", "ConfigMap"):
+                    if kind in AUDITED_KINDS:
                         audited.append(obj)
                     count += 1
                     if count % 500 == 0 and time.monotonic() - started > 1.0:

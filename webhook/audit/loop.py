@@ -1,7 +1,8 @@
 """The audit inside `serve`: as soon as the cluster state the server holds has first synced, then every
 `--audit-interval` seconds, on that state.
 
-It reads the in-memory index (no extra API load) and publishes `storage_affinity_audit_findings{family,namespace}`,
+It reads the in-memory index, and on live state lists the workloads once per run (webhook/audit/workloads.py),
+and publishes `storage_affinity_audit_findings{family,namespace}`,
 `storage_affinity_audit_stuck_pods{cause}` and `storage_affinity_audit_last_run_timestamp_seconds`, and per
 loadAffinity entry in force its matching nodes with and without a Ready Velero node-agent
 (`storage_affinity_load_affinity_nodes`). One worker of a server audits: the one holding an advisory lock on a file
@@ -22,7 +23,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Protocol, TypeVar, cast
@@ -64,12 +65,15 @@ class AuditLoop:
         lock_file: Path | None = None,
         reports: ReportWriter | None = None,
         lease: LeaseElector | None = None,
+        *,
+        workloads: Callable[[], Iterable[Json]] | None = None,
     ) -> None:
         self.runtime = runtime
         self.interval = interval
         self.lock_file = lock_file
         self.reports = reports
         self.lease = lease  # None: this process writes reports alone (no other replica)
+        self.workloads = workloads  # lists the workloads from the API (webhook/audit/workloads.py); None: none
         self.last_write: WriteCounts | None = None  # what the last run wrote, when it wrote reports
         self._lock: IO[str] | None = None
         self._published: set[tuple[str, str]] = set()
@@ -123,7 +127,7 @@ class AuditLoop:
         started = time.monotonic()
         runtime = self.runtime
         view = cast(Indexed, runtime.view)
-        held = [*view.objects("Pod"), *view.objects("ConfigMap")]
+        held = [*view.objects("Pod"), *view.objects("ConfigMap"), *self._listed_workloads()]
         now = datetime.now(UTC)
         known, fresh = self._known_refusals(held)
         reports = audit_objects(_yielding(fresh), runtime.view, runtime.policy, runtime.namespace, now)
@@ -181,6 +185,16 @@ class AuditLoop:
                 f"{over.field}: {over.message}" if over.field else over.message,
             )
         self._refused = refused
+
+    def _listed_workloads(self) -> list[Json]:
+        """The workloads, listed for this run; none when the API refuses or fails (the run goes on without them)."""
+        if self.workloads is None:
+            return []
+        try:
+            return list(self.workloads())
+        except Exception as exc:
+            log.warning("audit: workloads not listed, audited without them: %s", describe(exc))
+            return []
 
     def _write_reports(self, writer: ReportWriter, reports: list[ObjectAudit], held: list[Json]) -> None:
         """The reports, if this replica holds the lease; a failure waits for the next run."""

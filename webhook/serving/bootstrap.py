@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from flask import Flask
 
 from rules.audit import finding_families
 from rules.causes import CODES
+from rules.model import Json
 from rules.policy import Policy
 from webhook import metrics
 from webhook.app.endpoints import ENDPOINTS, create_app
@@ -84,7 +86,20 @@ def _start_audit(runtime: Runtime, settings: Settings) -> None:
     from webhook.audit.loop import AuditLoop, lock_path
 
     lease, writer = _report_writer(settings) if settings.live and settings.reports != "off" else (None, None)
-    AuditLoop(runtime, settings.audit_interval, lock_path(), reports=writer, lease=lease).start()
+    workloads = _workload_lister(settings) if settings.live else None
+    AuditLoop(runtime, settings.audit_interval, lock_path(), reports=writer, lease=lease, workloads=workloads).start()
+
+
+def _workload_lister(settings: Settings) -> Callable[[], Iterable[Json]]:
+    """The workloads each audit run lists (one paged list per kind), on an API client of their own."""
+    from kubernetes import client
+
+    from webhook.audit.workloads import list_workloads
+    from webhook.state.apisource import load_configuration
+
+    configuration, _ = load_configuration(settings.kubeconfig)
+    api = client.ApiClient(configuration)
+    return lambda: list_workloads(api)
 
 
 def _report_writer(settings: Settings) -> tuple[LeaseElector, ReportWriter]:
