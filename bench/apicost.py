@@ -1,6 +1,6 @@
 """`python -m bench.apicost`: what a hostile tenant's objects cost the API server and the report writer.
 
-Two measurements, against the fake API over HTTP (testkit/fakeapi.py):
+Two measurements, against the fake API over HTTP (testkit/fakeapi/):
 - a real gunicorn server with one worker on live state: a pod naming 2,000 claims that do not exist, reviewed
   twice by /mutate and twice by /validate (a controller retrying it); the API calls each review made, counted at
   the fake API, against the per-review budget of GETs (webhook/state/lookups.py), and each review's latency;

@@ -1,5 +1,5 @@
 """RBAC as the API server applies it: the grants a chart's Roles and ClusterRoles give, the grant a request needs,
-and whether it is allowed. The fake API (testkit/fakeapi.py) answers 403 to what the chart does not grant the
+and whether it is allowed. The fake API (testkit/fakeapi/) answers 403 to what the chart does not grant the
 server's ServiceAccount, so a missing permission fails the tests as it fails a pod in a cluster."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 tells the Prometheus Operator to, with the chart's alert rules loaded; then every dashboard and alert expression
 is run against what it scraped.
 
-The server runs in live mode against the fake API server (tests/state/fakeapi.py) and is driven so that every
+The server runs in live mode against the fake API server (testkit/fakeapi/) and is driven so that every
 metric a panel or an alert uses has samples, and every alert that can be provoked is: reviews with each outcome, a
 refused body, lookups the API answers with 500, a refused policy ConfigMap, a serving certificate that expires in
 3 days, and at the end the API going away (watches cut: cache not synced). The latency alert is left to the

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.e2e
 SECRET_ANNOTATION = "s3cr3t-annotation-7f9c2e41"
 SECRET_ENV = "hunter2-env-value-4b1d8a93"
 SECRET_ROLE = "role-value-0c5e7d21"  # an invalid value of our own annotation: denied, echoed to the user only
-API_TOKEN = "fake-token"  # what tests/state/fakeapi.py writes into the kubeconfig
+API_TOKEN = "fake-token"  # what testkit/fakeapi/store.py writes into the kubeconfig
 
 
 @pytest.fixture(scope="module")

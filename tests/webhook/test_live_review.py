@@ -1,4 +1,4 @@
-"""`review --kubeconfig`: against the test API server (testkit/fakeapi.py), the same answer as the real server
+"""`review --kubeconfig`: against the test API server (testkit/fakeapi/), the same answer as the real server
 (gunicorn, TLS, live state) gives for the same object, under the cluster's policy ConfigMap, from only the reads
 this one review needs: never the pods of every namespace (the fake API's request log says which calls it made)."""
 

@@ -3,9 +3,9 @@
 Everything that names these kinds is derived from `STATE_KINDS` or checked against it by a test: the index
 (webhook/state/index.py), the static loader and its cache series (webhook/state/static.py), the live watches and
 GETs (webhook/state/live.py), the optional groups (webhook/state/optional.py), the audit's lists
-(webhook/audit/command.py), the fake API's served kinds (testkit/fakeapi.py), and, by tests/state/test_kinds.py,
-the chart's ClusterRole, tests/data/rbac/server-calls.yaml and the docs' lists of kinds. Adding a kind is one
-entry here and the steps of docs/development.md, "Adding a cluster-state kind".
+(webhook/audit/command.py), the fake API's served kinds (testkit/fakeapi/resources.py), and, by
+tests/state/test_kinds.py, the chart's ClusterRole, tests/data/rbac/server-calls.yaml and the docs' lists of kinds.
+Adding a kind is one entry here and the steps of docs/development.md, "Adding a cluster-state kind".
 """
 
 from __future__ import annotations
