@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import kubernetes_validate
 import pytest
 
-from tests.chart.chart_helpers import FULLNAME, NAMESPACE, SCENARIOS, args, container, kinds, one, render, render_error
+from tests.chart.chart_helpers import (
+    FULLNAME,
+    NAMESPACE,
+    SCENARIOS,
+    args,
+    container,
+    kinds,
+    notes,
+    one,
+    render,
+    render_error,
+)
 from tests.chart.test_chart_render import KUBERNETES_VERSIONS
 
 CLIENT_CA_DIR = "/etc/storage-affinity-webhook/client-ca"
@@ -78,3 +91,18 @@ def test_the_client_ca_is_mounted_as_a_directory_and_given_to_serve(scenario: st
 def test_a_client_ca_from_both_a_configmap_and_a_secret_is_refused() -> None:
     error = render_error({"clientCA": {"configMap": "a", "secret": "b"}})
     assert "clientCA" in error
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        ({}, "Client certificates: not required"),
+        ({"clientCA": {"secret": "apiserver-ca"}}, "the CA in Secret apiserver-ca\n(key ca.crt) signed"),
+        (
+            {"clientCA": {"configMap": "apiserver-ca", "key": "ca.pem"}},
+            "the CA in ConfigMap apiserver-ca\n(key ca.pem)",
+        ),
+    ],
+)
+def test_the_install_notes_say_who_may_ask_for_reviews(values: dict[str, Any], said: str) -> None:
+    assert said in notes(values)
