@@ -15,6 +15,7 @@ from functools import partial
 
 from rules.model import Json
 from rules.policy import Policy
+from rules.safeload import dump_json
 from webhook.app.codec import build_response, decode_review
 from webhook.app.endpoints import ENDPOINTS
 from webhook.runtime import Runtime
@@ -28,15 +29,16 @@ def runtime_for(objects: list[Json], policy: Policy) -> Runtime:
     return Runtime(policy=policy, view=index, namespace="storage-affinity")
 
 
-def answering(endpoint: str, runtime: Runtime) -> Callable[[bytes], str]:
+def answering(endpoint: str, runtime: Runtime) -> Callable[[bytes], bytes]:
     """What the view runs for `endpoint` between the socket and the response: decode the review, run its rules,
-    build and serialize the response (what this module times and bench/instructions.py counts)."""
+    build and serialize the response with the view's own writer, `dump_json` (what this module times and
+    bench/instructions.py counts)."""
     served = ENDPOINTS[endpoint]
     handler, mutating = served.handler, served.mutating
 
-    def answer(body: bytes) -> str:
+    def answer(body: bytes) -> bytes:
         request = decode_review(body)
-        return json.dumps(build_response(request, handler(request, runtime), mutating=mutating), separators=(",", ":"))
+        return dump_json(build_response(request, handler(request, runtime), mutating=mutating))
 
     return answer
 

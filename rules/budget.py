@@ -51,12 +51,12 @@ def terms_excess(terms: Sequence[Any]) -> str | None:
         return _over(len(terms), "node selector terms", MAX_TERMS)
     requirements = values = 0
     for term in terms:
-        if not isinstance(term, Mapping):
+        if not isinstance(term, (dict, Mapping)):  # dict first: the ABC check is far dearer
             continue
         for part in (term.get("matchExpressions"), term.get("matchFields")):
             if isinstance(part, list):
                 requirements += len(part)
-                values += sum(len(r.get("values") or ()) for r in part if isinstance(r, Mapping))
+                values += sum(len(r.get("values") or ()) for r in part if isinstance(r, (dict, Mapping)))
     if requirements > MAX_REQUIREMENTS:
         return _over(requirements, "node selector requirements", MAX_REQUIREMENTS)
     if values > MAX_VALUES:

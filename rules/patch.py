@@ -100,7 +100,7 @@ def _emit(original: Any, tree: Mapping[str, Any], path: Path, ops: list[Json]) -
                         "value": node.value,
                     }
                 )
-        elif isinstance(current, (dict, Mapping)):
+        elif current is not _MISSING and isinstance(current, (dict, Mapping)):
             _emit(current, node, here, ops)
         else:
             value = _materialise(node)

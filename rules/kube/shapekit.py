@@ -6,7 +6,7 @@ passes it), `walk` names each problem with its path (run only for a value `ok` r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,12 @@ def join(path: str, key: str) -> str:
 
 class Shape:
     """The shape of one value, checked twice over: `ok` answers yes or no without building a path or a message
-    (every review passes it), `walk` names each problem with its path (run only for a value `ok` refused)."""
+    (every review passes it), `walk` names each problem with its path (run only for a value `ok` refused).
+
+    `kind` is set on a shape that is exactly `isinstance(value, kind)`: the shapes holding it check it inline
+    rather than calling its `ok`, a call per field on the path every review takes."""
+
+    kind: type | None = None
 
     def ok(self, value: Any) -> bool:
         raise NotImplementedError
@@ -43,6 +48,8 @@ class Shape:
 
 
 class _String(Shape):
+    kind = str
+
     def ok(self, value: Any) -> bool:
         return isinstance(value, str)
 
@@ -63,6 +70,8 @@ class _Int64(Shape):
 
 
 class _Boolean(Shape):
+    kind = bool
+
     def ok(self, value: Any) -> bool:
         return isinstance(value, bool)
 
@@ -81,20 +90,26 @@ class obj(Shape):
     checks the whole object after its fields (a finding about its values, not its types)."""
 
     def __init__(self, fields: Mapping[str, Shape], required: tuple[str, ...] = (), extra: Shape | None = None):
-        self.fields = tuple(fields.items())
         self.by_name = dict(fields)
         self.required = required
         self.extra = extra
+        self._typed = tuple((key, shape.kind) for key, shape in fields.items() if shape.kind is not None)
+        self._nested = tuple((key, shape.ok) for key, shape in fields.items() if shape.kind is None)
 
     def ok(self, value: Any) -> bool:
         if not isinstance(value, dict):
             return False
+        get = value.get
         for key in self.required:
-            if value.get(key) is None:
+            if get(key) is None:
                 return False
-        for key, shape in self.fields:
-            item = value.get(key)
-            if item is not None and not shape.ok(item):
+        for key, kind in self._typed:
+            item = get(key)
+            if item is not None and not isinstance(item, kind):
+                return False
+        for key, check in self._nested:
+            item = get(key)
+            if item is not None and not check(item):
                 return False
         return self.extra is None or self.extra.ok(value)
 
@@ -118,10 +133,7 @@ class list_of(Shape):
         self.item = item
 
     def ok(self, value: Any) -> bool:
-        if not isinstance(value, list):
-            return False
-        item = self.item
-        return all(item.ok(element) for element in value)
+        return isinstance(value, list) and _all_ok(self.item, value)
 
     def walk(self, value: Any, path: str, out: Problems) -> None:
         if not isinstance(value, list):
@@ -136,10 +148,7 @@ class map_of(Shape):
         self.item = item
 
     def ok(self, value: Any) -> bool:
-        if not isinstance(value, dict):
-            return False
-        item = self.item
-        return all(item.ok(element) for element in value.values())
+        return isinstance(value, dict) and _all_ok(self.item, value.values())
 
     def walk(self, value: Any, path: str, out: Problems) -> None:
         if not isinstance(value, dict):
@@ -147,3 +156,19 @@ class map_of(Shape):
             return
         for key, element in value.items():
             self.item.walk(element, f"{path}[{key}]", out)
+
+
+def _all_ok(shape: Shape, values: Iterable[Any]) -> bool:
+    """Whether every value has the shape. Plain loops, not `all()` over a generator: a generator per list cost
+    more than the checks of its items."""
+    kind = shape.kind
+    if kind is not None:
+        for value in values:  # noqa: SIM110
+            if not isinstance(value, kind):
+                return False
+        return True
+    check = shape.ok
+    for value in values:  # noqa: SIM110
+        if not check(value):
+            return False
+    return True

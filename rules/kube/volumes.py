@@ -117,11 +117,11 @@ def claim_references(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> li
     pod_name = metadata.get("name") or ""
     out: list[tuple[int, str, str | None, bool]] = []
     for index, volume in enumerate(spec.get("volumes") or ()):
-        if not isinstance(volume, Mapping):
+        if not isinstance(volume, (dict, Mapping)):  # dict first: the ABC check is far dearer
             continue
         name = str(volume.get("name") or "")
         claim = volume.get("persistentVolumeClaim")
-        if isinstance(claim, Mapping) and claim.get("claimName"):
+        if claim is not None and isinstance(claim, (dict, Mapping)) and claim.get("claimName"):
             out.append((index, name, str(claim["claimName"]), False))
         elif volume.get("ephemeral") is not None:
             out.append((index, name, ephemeral_claim_name(str(pod_name), name) if pod_name else None, True))
