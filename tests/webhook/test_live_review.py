@@ -178,3 +178,59 @@ def test_a_list_longer_than_one_review_reads_stops_at_its_bound(tmp_path: Path) 
             view.close()
         assert api.count("GET", "Pod") == 3  # two pages kept, the third seen to hold more: never the rest
     assert view.failures == ["list pods in big: more than 4 objects, more than one review reads"]
+
+
+def test_a_cross_namespace_source_without_a_grant_is_reviewed_live_as_the_server_does(
+    cluster: tuple[FakeKubeAPI, Server, Path], tmp_path: Path
+) -> None:
+    """The on-demand view reads ReferenceGrants like every other kind the rules ask for: a mover whose claim is
+    cloned from another namespace's claim gets the server's answer, the source not followed for want of a grant."""
+    api, server, kubeconfig = cluster
+    api.create(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "topolvm-provisioner"},
+            "provisioner": "topolvm.io",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+    )
+    api.create(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "payroll-copy", "namespace": "tenant-a"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "topolvm-provisioner",
+                "dataSourceRef": {"kind": "PersistentVolumeClaim", "name": "payroll", "namespace": "hr"},
+            },
+            "status": {"phase": "Pending"},
+        }
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "volsync-copy",
+            "namespace": "tenant-a",
+            "labels": {"app.kubernetes.io/created-by": "volsync"},
+        },
+        "spec": {
+            "containers": [{"name": "mover", "image": "quay.io/backube/volsync:0.11"}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "payroll-copy"}}],
+        },
+    }
+    expected = server_answer(server, pod)
+    warning = (
+        "claim payroll-copy not placed by its data source: claim hr/payroll is not followed: no ReferenceGrant in "
+        "namespace hr lets claims of tenant-a use it"
+    )
+    assert warning in expected["warnings"], expected
+    path = tmp_path / "pod.json"
+    path.write_text(json.dumps(pod))
+    since = len(api.requests)
+    result = live_review(kubeconfig, path)
+    assert result.returncode == 0, result.stderr
+    assert {k: json.loads(result.stdout)[k] for k in expected} == expected
+    assert "GET /apis/gateway.networking.k8s.io/v1beta1/namespaces/hr/referencegrants" in reads(api, since)

@@ -22,6 +22,7 @@ from webhook.cli.args import EXIT_ALLOWED, EXIT_BAD_INPUT, EXIT_DENIED, cluster_
 from webhook.settings import default
 
 if TYPE_CHECKING:
+    from rules.cluster import ClusterView
     from rules.policy import Policy
 
 
@@ -133,7 +134,8 @@ class _LiveError(Exception):
     """The live API cannot be used for this review; the message says why."""
 
 
-def _live_view(kubeconfig: Path | None) -> Any:
+def _live_view(kubeconfig: Path | None) -> ClusterView:
+    """The on-demand view of the API (typed as the rules' view, so mypy holds it to every read they make)."""
     from webhook.state.apisource import ApiConfigError, load_configuration
     from webhook.state.ondemand import OnDemandView
 
@@ -149,7 +151,7 @@ def _cluster_policy(view: Any, args: argparse.Namespace) -> Policy:
     server without `--policy` falls back to). An invalid one is refused: the server keeps its last valid policy,
     which no API read shows."""
     from rules.cluster import LookupFailed
-    from rules.policy import POLICY_LABEL, default_policy, policy_from_config_map
+    from rules.policy import default_policy, is_policy_config_map, policy_from_config_map
 
     if not args.namespace:
         raise _LiveError(
@@ -159,7 +161,7 @@ def _cluster_policy(view: Any, args: argparse.Namespace) -> Policy:
         config_map: dict[str, Any] | None = view.read_config_map(args.namespace, args.policy_configmap)
     except LookupFailed as exc:
         raise _LiveError(f"cannot read the policy ConfigMap: {exc}") from None
-    if config_map is None or ((config_map.get("metadata") or {}).get("labels") or {}).get(POLICY_LABEL) != "true":
+    if config_map is None or not is_policy_config_map(config_map):
         return default_policy()
     return policy_from_config_map(config_map, f"ConfigMap {args.namespace}/{args.policy_configmap}")
 

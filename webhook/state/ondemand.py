@@ -200,3 +200,7 @@ class OnDemandView:
     def data_volume(self, namespace: str, name: str) -> Json | None:
         self._custom("DataVolume", namespace, name)
         return self.index.data_volume(namespace, name)
+
+    def reference_grants(self, namespace: str) -> list[Json]:
+        self._custom("ReferenceGrant", namespace, None)
+        return self.index.reference_grants(namespace)
