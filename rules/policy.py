@@ -33,7 +33,15 @@ ROLES = ("mover", "backup", "restore")
 POLICY_TEXT_LIMIT = 256 * 1024
 #: How many problems a PolicyError's text lists (all stay in `problems`).
 LISTED_PROBLEMS = 50
+
 _MISSING = re.compile(r"^'(.+)' is a required property$")
+
+
+def is_policy_config_map(config_map: Mapping[str, Any]) -> bool:
+    """Whether a ConfigMap is labelled as a policy (`storage-affinity.io/policy: "true"`): what the webhook
+    loads, reloads and validates, and `review --live` reads."""
+    labels = (config_map.get("metadata") or {}).get("labels") or {}
+    return isinstance(labels, Mapping) and labels.get(POLICY_LABEL) == "true"
 
 
 class PolicyError(ValueError):

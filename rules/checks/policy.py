@@ -3,18 +3,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from rules.context import Context
 from rules.model import Json
-from rules.policy import POLICY_LABEL, PolicyError, policy_from_config_map
+from rules.policy import POLICY_LABEL, PolicyError, is_policy_config_map, policy_from_config_map
 
 FAMILY = "policy"
 
 
 def policy_config_map(ctx: Context, config_map: Json) -> None:
-    labels = (config_map.get("metadata") or {}).get("labels") or {}
-    if not isinstance(labels, Mapping) or labels.get(POLICY_LABEL) != "true":
+    if not is_policy_config_map(config_map):
         return
     ctx.reason(f"policy ConfigMap (label {POLICY_LABEL}=true): checked as the webhook loads it")
     try:

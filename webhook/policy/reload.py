@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from rules.kube.selectors import Problem
 from rules.loadaffinity.velero import config_problems
 from rules.model import Json, namespaced_name
-from rules.policy import POLICY_LABEL, Policy, PolicyError, policy_from_config_map
+from rules.policy import POLICY_LABEL, Policy, PolicyError, is_policy_config_map, policy_from_config_map
 from webhook import metrics
 from webhook.policy.lastgood import ReplicaPolicy
 from webhook.runtime import Runtime
@@ -112,8 +112,7 @@ class PolicyConfigMapSink:
     def apply(self, obj: Json) -> None:
         if namespaced_name(obj) != (self.namespace, self.name):
             return
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        if labels.get(POLICY_LABEL) != "true":
+        if not is_policy_config_map(obj):
             self._revert(f"label {POLICY_LABEL}=true removed")
             return
         data = obj.get("data")

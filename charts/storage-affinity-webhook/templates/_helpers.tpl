@@ -146,11 +146,11 @@ The Lease that picks the one replica writing policy reports.
 {{- end }}
 
 {{/*
-The policy report resources the server may write, per reports.api: auto writes whichever is served.
+The policy report resources the server may write, per reports.api: auto writes whichever is served. It replaces
+and deletes only the one report it gives a namespace (rules/reports.py REPORT_NAME).
 */}}
 {{- define "saw.reportRules" -}}
 {{- $api := .Values.reports.api }}
-{{- $names := include "saw.reportNames" . }}
 {{- range $group, $resource := dict "openreports.io" "reports" "wgpolicyk8s.io" "policyreports" }}
 {{- if has $api (list "auto" (ternary "openreports" "wgpolicyk8s" (eq $group "openreports.io"))) }}
 - apiGroups: [{{ $group }}]
@@ -158,18 +158,10 @@ The policy report resources the server may write, per reports.api: auto writes w
   verbs: [list, create]
 - apiGroups: [{{ $group }}]
   resources: [{{ $resource }}]
-  resourceNames: {{ $names }}
+  resourceNames: [storage-affinity-webhook]
   verbs: [update, delete]
 {{- end }}
 {{- end }}
-{{- end }}
-
-{{/*
-The name the report writer gives a namespace's one report (rules/reports.py REPORT_NAME): the only report it may
-replace or delete. A JSON list.
-*/}}
-{{- define "saw.reportNames" -}}
-{{- toJson (list "storage-affinity-webhook") }}
 {{- end }}
 
 {{/*
