@@ -213,7 +213,7 @@ def _over_budget(ctx: Context, exc: OverBudget, *, mutating: bool) -> None:
     why = f"over the review budget: {exc}"
     where = f"{exc.field}: {why}" if exc.field else why
     ctx.decision.over_budget = where
-    ctx.decision.audit["over-budget"] = where
+    ctx.audit("over-budget", where)
     if mutating and ctx.policy.enforcement_for(budget.FAMILY) == "warn":
         ctx.warn(f"storage-affinity-webhook admitted this unchanged: {where}")
     else:

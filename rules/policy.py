@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from typing import Any
 
@@ -98,9 +98,10 @@ class Policy:
             return self.node_agent_namespace
         return self.load_affinity_source[0] if self.load_affinity_source else "velero"
 
-    @property
+    @cached_property
     def trusted_namespaces(self) -> frozenset[str]:
-        """Where the roles that grant (backup, restore) are trusted: `trust.namespaces`, else Velero's namespace."""
+        """Where the roles that grant (backup, restore) are trusted: `trust.namespaces`, else Velero's namespace.
+        Asked by every backup and restore review, so derived once per policy."""
         return self.trust_namespaces if self.trust_namespaces is not None else frozenset({self.velero_namespace})
 
 

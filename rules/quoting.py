@@ -45,6 +45,8 @@ class ShownText:
     no writer can forget it. Mixed into a dataclass."""
 
     def __post_init__(self) -> None:
+        if not type(self).__dataclass_params__.frozen:  # type: ignore[attr-defined]
+            return  # its __init__ set every field through __setattr__ below, escaping it
         fields = vars(self)
         for name, value in fields.items():
             if isinstance(value, str) and not value.isprintable():
