@@ -11,13 +11,10 @@ import pytest
 
 from rules.kube.shapes import object_problems
 from rules.messages import plural
-from testkit.fakeapi import RESOURCES
 from tests.chart.chart_helpers import FULLNAME, render
 from tests.rbac_calls import Grant, calls, rendered_grants
 from tests.support import ROOT
-from webhook.state.index import KINDS
 from webhook.state.kinds import STATE_KINDS, StateKind
-from webhook.state.optional import OPTIONAL_GROUPS
 
 CLUSTER_WIDE = tuple(entry for entry in STATE_KINDS if entry.verbs)
 CORE = tuple(entry for entry in CLUSTER_WIDE if entry.feature is None)
@@ -46,11 +43,8 @@ def test_the_written_list_of_api_calls_names_each_kind_with_its_verbs() -> None:
     assert by_name == {e.plural for e in STATE_KINDS if e.watched == "by-name"}
 
 
-def test_the_index_the_fake_api_and_the_optional_groups_follow_the_list() -> None:
-    assert tuple(e.kind for e in STATE_KINDS) == KINDS
-    for entry in STATE_KINDS:
-        assert RESOURCES[entry.plural] == (entry.kind, entry.namespaced, entry.prefix)
-    assert [(p, k) for group in OPTIONAL_GROUPS for p, k in group.resources] == [(e.plural, e.kind) for e in OPTIONAL]
+def test_the_kinds_without_a_feature_gate_are_the_ones_listed_through_typed_clients() -> None:
+    # The index, the fake API's resources and the optional groups are built from the list itself.
     assert {e.kind for e in STATE_KINDS if e.feature is None} == {e.kind for e in STATE_KINDS if e.lister}
 
 
