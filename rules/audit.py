@@ -151,13 +151,14 @@ def audit_object(
     report.findings = _findings(chain.validation)
     if mutation.over_budget is not None or chain.validation.over_budget is not None:
         if chain.validation.over_budget is None:  # the placement, not the object itself, would pass a limit
-            severity = "deny" if policy.enforcement_for(budget.FAMILY) == "deny" else "warn"
+            severity = policy.enforcement_for(budget.FAMILY)
             report.findings.append(AuditFinding(budget.FAMILY, "", mutation.over_budget or "", severity))
         return report  # where it would go and why it waits would cost past the budget too
     if kind != "Pod" or not mutation.allowed:
         return report
     target = pipeline.pod_target(subject, policy, own_namespace)
-    report.findings += [AuditFinding(ROLE_TRUST, f, m, _severity(policy)) for f, m in untrusted_grants(target, policy)]
+    severity = policy.enforcement_for(ROLE_TRUST)
+    report.findings += [AuditFinding(ROLE_TRUST, f, m, severity) for f, m in untrusted_grants(target, policy)]
     report.role = storage_role(target)
     report.phase = str((obj.get("status") or {}).get("phase") or "Pending")
     node = str((obj.get("spec") or {}).get("nodeName") or "")
@@ -197,11 +198,6 @@ def untrusted_grants(target: PodTarget, policy: Policy) -> list[tuple[str, str]]
             (f"{at}[{FOLLOWS_VM}]", f"a VM's tolerations and placement were granted to a CDI worker's labels: {why}")
         ]
     return []
-
-
-def _severity(policy: Policy) -> str:
-    """An audit finding of the role-trust family, with the policy's enforcement for it."""
-    return policy.enforcement_for(ROLE_TRUST)
 
 
 def _stuck(

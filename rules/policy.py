@@ -378,7 +378,7 @@ def _requester_problems(requesters: Any, at: str) -> list[Problem]:
     for i, user in enumerate(requesters):
         if not isinstance(user, str):
             continue
-        if not user or len(user.split()) != 1 or user != user.strip():
+        if not user or any(c.isspace() for c in user):
             problems.append((f"{at}[{i}]", f'"{clip(user)}" is not a user name (userInfo.username, no spaces)'))
             continue
         if not user.startswith(SERVICE_ACCOUNT_USER):

@@ -186,12 +186,10 @@ def _result(
         "severity": severity,
         "scored": True,
         "message": message,
-        "resources": [subject],
+        **({"resources": [subject]} if subject is not None else {}),
         "properties": properties,
         "timestamp": {"seconds": now, "nanos": 0},
     }
-    if subject is None:
-        del out["resources"]
     return out
 
 

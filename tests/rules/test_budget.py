@@ -46,10 +46,11 @@ def _named(decision: Decision, case: Json, *, denied: bool) -> None:
     """The decision names the case's limit (and field), as a denial or as a warning."""
     limit, field = case["limit"], case.get("field", "")
     assert decision.over_budget is not None and limit in decision.over_budget
+    why = decision.over_budget.removeprefix(f"{field}: " if field else "")
+    assert why.startswith("over the review budget: ") and why.endswith(limit), why
     if denied:
         found = [f for f in decision.findings if f.family == budget.FAMILY]
-        assert [(f.field, f.severity) for f in found] == [(field, Severity.DENY)]
-        assert limit in found[0].message
+        assert [(f.field, f.severity, f.message) for f in found] == [(field, Severity.DENY, why)]
     else:
         assert any(limit in w and (not field or field in w) for w in decision.warnings), decision.warnings
 

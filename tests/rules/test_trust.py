@@ -139,6 +139,23 @@ def test_a_bad_trust_setting_is_refused_naming_the_field(doc: Json, problem: str
     assert [path for path, _ in raised.value.problems] == [problem]
 
 
+@pytest.mark.parametrize(
+    ("requester", "message"),
+    [
+        ("", '"" is not a user name (userInfo.username, no spaces)'),
+        ("two words", '"two words" is not a user name (userInfo.username, no spaces)'),
+        (
+            "system:serviceaccount:cdi",
+            "system:serviceaccount:cdi is not system:serviceaccount:<namespace>:<name> with valid names: must not be empty",
+        ),
+    ],
+)
+def test_a_bad_requester_is_refused_saying_why(requester: str, message: str) -> None:
+    with pytest.raises(PolicyError) as raised:
+        policy_from_document({"trust": {"requesters": [requester]}})
+    assert raised.value.problems == [("trust.requesters[0]", message)]
+
+
 def held(claim: Json, namespace: str, extra: Json) -> Json:
     """A running pod of `claim` that holds what admission once gave it (`extra` laid over it)."""
     pod = build("Pod", claim, namespace)

@@ -73,8 +73,7 @@ class LiveClusterState:
         self.index = ClusterIndex()
         self.api = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self.api)
-        self.storage = client.StorageV1Api(self.api)
-        self._clients: dict[str, Any] = {"CoreV1Api": self.core, "StorageV1Api": self.storage}
+        self._clients: dict[str, Any] = {"CoreV1Api": self.core}
         self._deleted: dict[tuple[str, str, str], float] = {}
         self._misses = Misses()
         self._lock = threading.Lock()
