@@ -146,7 +146,8 @@ def test_a_bad_trust_setting_is_refused_naming_the_field(doc: Json, problem: str
         ("two words", '"two words" is not a user name (userInfo.username, no spaces)'),
         (
             "system:serviceaccount:cdi",
-            "system:serviceaccount:cdi is not system:serviceaccount:<namespace>:<name> with valid names: must not be empty",
+            "system:serviceaccount:cdi is not system:serviceaccount:<namespace>:<name> with valid names: "
+            "must not be empty",
         ),
     ],
 )
