@@ -23,7 +23,7 @@ from rules.audit import AUDITED_KINDS, ObjectAudit, audit_objects
 from rules.messages import counted, plural
 from rules.model import Json
 from rules.policy import Policy
-from webhook.audit.workloads import PAGE_SIZE, PAGE_TIMEOUT, WORKLOAD_KINDS, workload_lists
+from webhook.audit.workloads import PAGE_SIZE, PAGE_TIMEOUT, WORKLOAD_KINDS, namespaced, workload_lists
 from webhook.state.index import ClusterIndex, bulk_ingest, identity
 from webhook.state.kinds import BY_KIND, STATE_KINDS
 from webhook.state.static import read_manifests, state_of
@@ -187,9 +187,10 @@ def _custom_objects(
 
 def _list_call(api: Any, kind: str, namespace: str | None) -> tuple[Callable[..., Any], tuple[str, ...]]:
     """The typed client's list of a kind in `namespace` (None: every namespace), with its arguments."""
-    entry = BY_KIND[kind]
-    scope = (namespace,) if namespace is not None and entry.namespaced else ()
-    return getattr(api, str(entry.list_call(namespace))), scope
+    lister = str(BY_KIND[kind].lister)
+    if not BY_KIND[kind].namespaced:
+        return getattr(api, lister), ()
+    return namespaced(api, lister.removeprefix("list_").removesuffix("_for_all_namespaces"), namespace)
 
 
 # --- output --------------------------------------------------------------------------------------------------

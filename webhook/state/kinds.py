@@ -51,12 +51,6 @@ class StateKind:
         """The API path its resources live under."""
         return f"/api/{self.version}" if self.group == "" else f"/apis/{self.group}/{self.version}"
 
-    def list_call(self, namespace: str | None) -> str | None:
-        """The typed client's list in `namespace` (None: across all namespaces), for a kind it serves."""
-        if self.lister is None or namespace is None or not self.namespaced:
-            return self.lister
-        return "list_namespaced_" + self.lister.removeprefix("list_").removesuffix("_for_all_namespaces")
-
     @property
     def verbs(self) -> tuple[str, ...]:
         """The RBAC verbs the server needs on it cluster-wide (none for a kind read by name only)."""
