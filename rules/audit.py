@@ -27,7 +27,7 @@ from rules.checks.trust import FAMILY as ROLE_TRUST
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
-from rules.datasource.scope import FILLING_WORKERS, cdi_trust_problem, cdi_worker
+from rules.datasource.scope import cdi_trust_problem, filling_worker
 from rules.datasource.vm import vm_disk_problems
 from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
 from rules.kube.workloads import TEMPLATE_PATHS
@@ -191,8 +191,7 @@ def untrusted_grants(target: PodTarget, policy: Policy) -> list[tuple[str, str]]
             keys = ", ".join(sorted({str(t.get("key") or "(every taint)") for t in tolerations}))
             held.append((target.field("spec.tolerations"), f"the policy's tolerations ({keys}) were granted"))
         return [(field, f"{what} to {whose}") for field, what in held]
-    component = cdi_worker(target.metadata)
-    held_vm = component in FILLING_WORKERS and FOLLOWS_VM in annotations and not role.unplaced
+    held_vm = filling_worker(target) is not None and FOLLOWS_VM in annotations
     if held_vm and (why := cdi_trust_problem(policy, target, None)):
         return [
             (f"{at}[{FOLLOWS_VM}]", f"a VM's tolerations and placement were granted to a CDI worker's labels: {why}")

@@ -7,7 +7,7 @@ where the policy's enforcement says so.
 from __future__ import annotations
 
 from rules.context import Context, PodTarget
-from rules.datasource.scope import FILLING_WORKERS, cdi_trust_problem, cdi_worker, untrusted_cdi_worker
+from rules.datasource.scope import cdi_trust_problem, filling_worker, untrusted_cdi_worker
 from rules.roles import ROLE_ANNOTATION, untrusted_role
 
 FAMILY = "roleTrust"
@@ -23,8 +23,8 @@ def role_trust(ctx: Context, target: PodTarget) -> None:
         at = f"metadata.annotations[{ROLE_ANNOTATION}]" if explicit else "metadata.labels"
         ctx.report(target.field(at), untrusted_role(role, target.namespace, ctx.subject.user), FAMILY)
         return
-    component = cdi_worker(target.metadata)
-    if component not in FILLING_WORKERS or not ctx.policy.cdi_follow_vm or role.unplaced or role.exempt:
+    component = filling_worker(target)
+    if component is None or not ctx.policy.cdi_follow_vm or role.exempt:
         return
     if why := cdi_trust_problem(ctx.policy, target, ctx.subject.user):
         ctx.report(target.field("metadata.labels"), untrusted_cdi_worker(component, why), FAMILY)

@@ -41,6 +41,13 @@ def cdi_worker(metadata: Mapping[str, Any]) -> str | None:
     return component if component in CDI_WORKERS else None
 
 
+def filling_worker(target: PodTarget) -> str | None:
+    """The component of a pod labelled as a CDI worker that fills a claim (importer, upload server) and may be
+    placed, which is what could follow a VM; None for any other pod."""
+    component = cdi_worker(target.metadata)
+    return component if component in FILLING_WORKERS and not target.role.unplaced else None
+
+
 def in_scope(policy: Policy, target: PodTarget) -> bool:
     """Policy `dataSource.scope`: `roles` (movers, backup and restore pods, CDI workers), `all` or `off`."""
     scope = policy.data_source_scope

@@ -23,7 +23,7 @@ from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
 from rules.coscheduling.anchors import name_of
 from rules.coscheduling.pinning import current_terms, write_required
-from rules.datasource.scope import FILLING_WORKERS, cdi_trust_problem, cdi_worker, untrusted_cdi_worker
+from rules.datasource.scope import cdi_trust_problem, filling_worker, untrusted_cdi_worker
 from rules.datasource.sources import pv_node
 from rules.kube.nodeaffinity import and_terms, node_selector_matches, required_terms, terms_match
 from rules.kube.tolerations import merge_tolerations
@@ -94,8 +94,8 @@ def vm_spec(vm: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def follow_vm(ctx: Context, target: PodTarget) -> None:
     """The mutating rule for CDI workers; policy `cdi.followVM` turns it off."""
-    component = cdi_worker(target.metadata)
-    if not ctx.policy.cdi_follow_vm or component not in FILLING_WORKERS or target.role.unplaced:
+    component = filling_worker(target)
+    if not ctx.policy.cdi_follow_vm or component is None:
         return
     if why := cdi_trust_problem(ctx.policy, target, ctx.subject.user):  # a VM's tolerations go to CDI's own pods
         ctx.warn(untrusted_cdi_worker(component, why))
