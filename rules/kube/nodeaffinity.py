@@ -247,12 +247,13 @@ class _SubsetIndex:
         self.count = len(looser)
         self.filed: dict[Hashable, list[_Requirements]] = {}
         seen: dict[Hashable, int] = {}
-        for u in looser:
-            for r in _tagged(u):
+        tagged = [(u, _tagged(u)) for u in looser]
+        for _, requirements in tagged:
+            for r in requirements:
                 seen[r] = seen.get(r, 0) + 1
-        for u in looser:
-            if u.expressions or u.fields:
-                self.filed.setdefault(min(_tagged(u), key=seen.__getitem__), []).append(u)
+        for u, requirements in tagged:
+            if requirements:
+                self.filed.setdefault(min(requirements, key=seen.__getitem__), []).append(u)
 
     def implied_by(self, stricter: _Requirements, *, strictly: bool) -> bool:
         """Whether `stricter` implies one of the terms (`strictly`: one it is not also implied by, itself
