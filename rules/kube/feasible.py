@@ -4,8 +4,8 @@ included), TaintToleration (NoSchedule and NoExecute) and the node affinity of t
 (VolumeBinding). Resources, ports and inter-pod affinity are not counted: they change from minute to minute, and
 a policy test asks where a pod *may* land.
 
-It only composes the one evaluator of each filter (rules/kube/nodeaffinity.py, tolerations.py), and asks the
-NodeSet for the candidates, so a pod pinned by `matchFields` or a hostname label checks a few nodes, not all.
+It only composes the one evaluator of each filter (the NodeSet's bit sets for node affinity, as placement uses them;
+rules/kube/tolerations.py), so a pod pinned by `matchFields` or a hostname label checks a few nodes, not all.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rules.cluster import ClusterView
-from rules.kube.nodeaffinity import pod_fits_node, required_terms, volume_terms_match
+from rules.kube.nodeaffinity import required_terms
 from rules.kube.tolerations import node_tolerated, tolerates
 from rules.kube.volumes import claim_volumes, node_local_terms
 from rules.kube.workloads import TEMPLATE_PATHS, template_of, template_spec
@@ -44,6 +44,10 @@ def feasible_nodes(
     local = node_local_terms(claim_volumes(view, namespace, metadata, spec))
     tolerations = spec.get("tolerations") or ()
     pinned = spec.get("nodeName") or ""
+    own = required_terms(spec)
+    nodes = view.node_set()
+    # NodeAffinity and the PVs' node affinity, evaluated against every node at once.
+    admitted = nodes.admitting(own, selector=spec.get("nodeSelector"), volume_terms=local)
 
     def fits(node: Json) -> bool:
         metadata = node.get("metadata") or {}
@@ -51,13 +55,8 @@ def feasible_nodes(
             return False
         if (node.get("spec") or {}).get("unschedulable") and not tolerates(tolerations, UNSCHEDULABLE_TAINT):
             return False
-        return (
-            pod_fits_node(spec, node)
-            and node_tolerated(tolerations, node)
-            and all(volume_terms_match(terms, node) for terms in local)
-        )
+        return nodes.contains(admitted, node) and node_tolerated(tolerations, node)
 
-    own = required_terms(spec)
     groups = [*([own] if own is not None else []), *(list(terms) for terms in local)]
-    nodes = view.node_set().matching(fits, groups, spec.get("nodeSelector") or None)
-    return sorted(str((node.get("metadata") or {}).get("name") or "") for node in nodes)
+    found = nodes.matching(fits, groups, spec.get("nodeSelector") or None)
+    return sorted(str((node.get("metadata") or {}).get("name") or "") for node in found)
