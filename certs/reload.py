@@ -67,6 +67,7 @@ class _Loaded:
     context: ssl.SSLContext
     not_after: datetime
     stamp: tuple[FileStamp, ...]
+    client_ca: bytes | None  # the client CA the context verifies with, as read
 
 
 class ReloadingServerContext:
@@ -102,7 +103,7 @@ class ReloadingServerContext:
         self._current = self._load()
         self._failed_stamp: tuple[FileStamp, ...] | None = None
         self._next_check = clock() + check_interval
-        self.context = server_context(self.cert_path, self.key_path, self._read_client_ca())
+        self.context = server_context(self.cert_path, self.key_path, self._current.client_ca)
         self.context.sni_callback = self._on_handshake
 
     @property
@@ -177,11 +178,12 @@ class ReloadingServerContext:
         stamp = self._stamps()
         before = (self.cert_path.read_bytes(), self.key_path.read_bytes())
         pair = load_pair(*before)  # clear errors for a mismatched or truncated pair
-        context = server_context(self.cert_path, self.key_path, self._read_client_ca())
+        client_ca = self._read_client_ca()
+        context = server_context(self.cert_path, self.key_path, client_ca)
         after = (self.cert_path.read_bytes(), self.key_path.read_bytes())
         if after != before:
             raise RuntimeError("the files changed while loading them")
-        return _Loaded(context, pair.not_after, stamp)
+        return _Loaded(context, pair.not_after, stamp, client_ca)
 
 
 def _stamp(path: Path) -> FileStamp:
