@@ -71,20 +71,20 @@ fuzz: $(STAMP) ## hypothesis, long profile: 20,000 examples per property (FUZZ_E
 	HYPOTHESIS_PROFILE=long $(if $(FUZZ_EXAMPLES),HYPOTHESIS_MAX_EXAMPLES=$(FUZZ_EXAMPLES)) \
 		$(BIN)/python -m pytest tests/fuzz --timeout=0 --hypothesis-show-statistics $(PYTEST_ARGS)
 
+# $(call apt_install,COMMANDS,PACKAGES): install the Debian PACKAGES (through sudo unless root) unless every one
+# of COMMANDS is already on PATH.
+apt_install = @for c in $(1); do command -v $$c >/dev/null || missing=1; done; [ -z "$$missing" ] || { \
+	SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends $(2); }
+
 bench-tools: ## install the load generators hey and wrk, and valgrind (Debian packages) when missing
-	@command -v hey >/dev/null && command -v wrk >/dev/null && command -v valgrind >/dev/null || { \
-		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends hey wrk valgrind; }
+	$(call apt_install,hey wrk valgrind,hey wrk valgrind)
 
 monitoring-tools: ## install promtool and the Prometheus server (Debian package prometheus) when missing
-	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
-		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends prometheus; }
+	$(call apt_install,promtool prometheus,prometheus)
 
 kubectl-tools: ## install kubectl (Debian package kubernetes-client) when missing: a test runs `kubectl storage-affinity`
-	@command -v kubectl >/dev/null || { \
-		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends kubernetes-client; }
+	$(call apt_install,kubectl,kubernetes-client)
 
 bench: $(STAMP) bench-tools ## measure the webhook against its stack's limit (about 11 minutes; not part of test)
 	$(BIN)/python -m bench $(BENCH_ARGS)
