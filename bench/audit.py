@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import servers, workload
-from bench.report import header, save, step
+from bench.report import header, save, step, table, target
 from testkit.hey import hey_binary
 from testkit.server import issue_certs
 
@@ -30,6 +30,8 @@ _LOG_TIME = re.compile(r"^\[(?P<at>[^\]]+)\] \[\d+\] \[INFO\] webhook\.audit\.lo
 _FINISHED = re.compile(
     r"(?P<objects>\d+) objects, (?P<findings>\d+) findings, (?:\d+ storage pods stuck, )?in (?P<seconds>[\d.]+) s"
 )
+#: The most /mutate's p99 during audits may be, as a multiple of its p99 while none runs.
+P99_LIMIT = 1.5
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,9 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         step(f"audit under load, {args.pods:,} pods")
         objects = workload.base_objects() + workload.bulk_objects(args.pods)
         result = measure(tmp, certs, objects, body, seconds=args.seconds, interval=args.interval, rate=args.rate)
-    result = header(**result)
+    result = header(**result, targets=targets(result))
     print(save(result, keep=args.keep))
-    return 0
+    print(table(result["targets"]))
+    return 0 if all(t["met"] for t in result["targets"]) else 1
 
 
 def measure(
@@ -83,6 +86,18 @@ def measure(
         "idle": _percentiles(idle),
         "p99_ratio": round(_p(during, 99) / _p(idle, 99), 2) if during and idle else None,
     }
+
+
+def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """/mutate's p99 during audits ÷ idle, within P99_LIMIT; a run that saw no audit, or no request outside one,
+    has no ratio and misses it."""
+    ratio = result["p99_ratio"]
+    during, idle = result["during_audit"], result["idle"]
+    what = (
+        f"/mutate p99 during an in-server audit of {result['pods']:,} pods ÷ idle "
+        f"({during['p99_ms']} vs {idle['p99_ms']} ms, {len(result['audits'])} audits)"
+    )
+    return [target(what, float("inf") if ratio is None else ratio, P99_LIMIT, unit="×")]
 
 
 def _audits(log: str) -> list[tuple[float, float, int]]:
