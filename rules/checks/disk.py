@@ -108,7 +108,7 @@ def disk_annotations(ctx: Context, target: PodTarget) -> None:
     if ctx.subject.operation == "UPDATE":
         _changes_on_update(ctx, target, annotations)
         return
-    if ctx.subject.operation != "CREATE":
+    if ctx.subject.operation != "CREATE" or not _mentions_disks(annotations):
         return
 
     def find(key: str, message: str, severity: Severity = Severity.DENY) -> None:
@@ -138,6 +138,13 @@ def disk_annotations(ctx: Context, target: PodTarget) -> None:
         if is_disk_annotation(key) and key not in KNOWN_KEYS:
             find(key, unknown_field(key, KNOWN_KEYS).replace("unknown field", "unknown annotation", 1))
     _warnings(ctx, target, annotations)
+
+
+def _mentions_disks(annotations: Mapping[str, Any]) -> bool:
+    """Whether any annotation is one this rule reads: a disk annotation or the misplaced taint. Most pods have
+    none, and for them every check below would find nothing; a substring test rules out a key before
+    `is_disk_annotation` splits it."""
+    return TAINT in annotations or any(DOMAIN in key and is_disk_annotation(key) for key in annotations)
 
 
 def _types(annotations: Mapping[str, Any], key: str, find: Find) -> list[str]:

@@ -10,7 +10,7 @@ another). Both are cheaper to refuse here, with a message that names the node, t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,14 +20,14 @@ from rules.kube.nodeaffinity import (
     node_selector_matches,
     pinned_node,
     pod_fits_node,
-    required_node_affinity,
     required_terms,
     term_matches,
     terms_key,
     volume_terms_match,
 )
-from rules.kube.volumes import ClaimVolume
+from rules.kube.volumes import ClaimVolume, node_local_terms
 from rules.kube.workloads import POD_KINDS
+from rules.memo import Memo
 from rules.model import Json, Severity
 from rules.quoting import clip, escaped
 
@@ -61,22 +61,22 @@ def placement_consistency(ctx: Context, target: PodTarget) -> None:
     if target.kind not in POD_KINDS or ctx.subject.operation != "CREATE":
         return
     spec = target.spec
-    local = local_volumes(target.volumes(ctx.view))
-    before = len(ctx.decision.findings)
+    volumes = target.volumes(ctx.view)
     node_name = spec.get("nodeName")
     if node_name:
-        _check_named_node(ctx, target, str(node_name), local)
+        _check_named_node(ctx, target, str(node_name), local_volumes(volumes))
         return
-    pinned = pinned_node(required_terms(spec))
-    if pinned:
-        node = ctx.view.node(pinned)
-        if node is not None:
-            for lv in local:
-                if not volume_terms_match(lv.terms, node):
-                    message = f'pins the pod to node "{pinned}" (matchFields), but {_away(lv)}'
-                    ctx.report(target.field(REQUIRED_PATH), message, FAMILY)
-    if len(ctx.decision.findings) == before:
-        _check_satisfiable(ctx, target, local)
+    terms = required_terms(spec)
+    pinned = pinned_node(terms)
+    node = ctx.view.node(pinned) if pinned else None
+    if node is not None:
+        away = [lv for lv in local_volumes(volumes) if not volume_terms_match(lv.terms, node)]
+        for lv in away:
+            message = f'pins the pod to node "{pinned}" (matchFields), but {_away(lv)}'
+            ctx.report(target.field(REQUIRED_PATH), message, FAMILY)
+        if away:
+            return
+    _check_satisfiable(ctx, target, terms, volumes)
 
 
 def _check_named_node(ctx: Context, target: PodTarget, node_name: str, local: list[LocalVolume]) -> None:
@@ -117,37 +117,47 @@ def _check_named_node(ctx: Context, target: PodTarget, node_name: str, local: li
             ctx.report(target.field("spec.nodeName"), f'pins the pod to node "{node_name}", but {_away(lv)}', FAMILY)
 
 
-def _check_satisfiable(ctx: Context, target: PodTarget, local: list[LocalVolume]) -> None:
-    """Warn when no known Node passes nodeSelector, required affinity and the PVs' terms together."""
-    spec = target.spec
-    nodes = ctx.view.node_set()
-    if not len(nodes):
-        return
-    selector: Mapping[str, str] = spec.get("nodeSelector") or {}
-    affinity = required_node_affinity(spec)
-    if not selector and affinity is None and not local:
+def _check_satisfiable(
+    ctx: Context, target: PodTarget, required: list[Json] | None, volumes: Sequence[ClaimVolume]
+) -> None:
+    """Warn when no known Node passes nodeSelector, required affinity (`required`, its terms) and the PVs' terms
+    together."""
+    selector: Mapping[str, str] = target.spec.get("nodeSelector") or {}
+    volume_terms = node_local_terms(volumes)
+    if not selector and required is None and not volume_terms:
         return  # nothing constrains the pod: every node fits
-    required = None if affinity is None else list(affinity.get("nodeSelectorTerms") or ())
+    nodes = ctx.view.node_set()
     key = (
         "pod",
-        tuple(sorted(selector.items())),
+        tuple(sorted(selector.items())) if selector else (),
         None if required is None else terms_key(required),
-        tuple(terms_key(lv.terms) for lv in local),
+        tuple(_pv_terms_key(v) for v in volumes if v.pv_terms is not None),
     )
-    if nodes.admits_any(key, required, selector=selector, volume_terms=[lv.terms for lv in local]):
-        return
+    if nodes.admits_any(key, required, selector=selector, volume_terms=volume_terms) or not len(nodes):
+        return  # some node fits, or no node is known: nothing to tell
     parts = []
-    if spec.get("nodeSelector"):
+    if selector:
         parts.append("nodeSelector")
-    if required_node_affinity(spec) is not None:
+    if required is not None:
         parts.append("required node affinity")
-    parts.extend(f'volume "{lv.volume}" (PV {lv.pv})' for lv in local)
+    parts.extend(f'volume "{lv.volume}" (PV {lv.pv})' for lv in local_volumes(volumes))
     ctx.report(
         target.field("spec"),
         f"no known node fits {' + '.join(parts)}: the pod would stay Pending",
         FAMILY,
         Severity.WARN,
     )
+
+
+#: `terms_key` of a node-local PV's required terms, by the identity of the PV (a cluster index object, replaced
+#: and never changed): the PVs a pod mounts repeat from review to review, and keying their terms is most of what
+#: asking "does some node fit?" costs once the node set has answered it.
+_PV_TERMS_KEYS: Memo[Hashable] = Memo(4096)
+
+
+def _pv_terms_key(volume: ClaimVolume) -> Hashable:
+    terms = volume.pv_terms or ()
+    return _PV_TERMS_KEYS.by_identity((volume.pv,), None, lambda: terms_key(terms))
 
 
 def _away(lv: LocalVolume) -> str:

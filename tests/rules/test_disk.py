@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from rules import pipeline
+from rules.checks import disk
 from rules.checks.disk import split_list
 from rules.model import Json
 from tests.support import DATA, load_yaml, policy, subject, table_cases, validate_strict, view_from
@@ -109,3 +110,40 @@ def test_list_grammar(value: str, items: list[str], problems: list[str]) -> None
 def test_every_table_case_is_distinct() -> None:
     names = [case["name"] for table in TABLES for case in load_yaml(table)["cases"]]
     assert len(names) == len(set(names))
+
+
+#: Annotation maps the rule skips at once (no disk annotation, no misplaced taint), with keys that come close: the
+#: domain elsewhere in the key, a prefix that only ends like it, csi-baremetal keys of other domains.
+SKIPPED = [
+    {},
+    {"team": "a"},
+    {"example.com/volumes.csi-baremetal.dell.com": "x"},
+    {"xvolumes.csi-baremetal.dell.com/types": "pod-bound-preferred"},
+    {"affinity.csi-baremetal.dell.com/types": "pod-bound-preferred", "csi-baremetal.dell.com/x": "y"},
+    {"volumes.csi-baremetal.dell.com": "no slash"},
+]
+
+
+@pytest.mark.parametrize("annotations", SKIPPED)
+def test_pods_without_disk_annotations_are_skipped_and_would_have_no_finding(
+    annotations: Json, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast path only skips what the whole rule would find nothing in."""
+    obj = build({"annotations": annotations})
+    assert not disk._mentions_disks(annotations)
+    monkeypatch.setattr(disk, "_mentions_disks", lambda annotations: True)
+    decision = pipeline.validate(subject(obj), view_from(), policy())
+    assert decision.findings == []
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_fast_path_gives_every_table_case_the_whole_rule_s_answer(
+    case: Json, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    obj = build(case)
+    if case.get("operation", "CREATE") != "CREATE":
+        pytest.skip("the fast path is for CREATE")
+    fast = pipeline.validate(subject(copy.deepcopy(obj)), view_from(), policy())
+    monkeypatch.setattr(disk, "_mentions_disks", lambda annotations: True)
+    whole = pipeline.validate(subject(obj), view_from(), policy())
+    assert (fast.findings, fast.warnings) == (whole.findings, whole.warnings)

@@ -212,3 +212,26 @@ def test_load_affinity_output_passes_validation(la: Any, case: Json) -> None:
     assert [f.text() for f in decision.denials if f.family in ("placement", "diskAnnotations")] == []
     pending = [w for w in decision.warnings if w.startswith("spec: no known node fits")]
     assert bool(pending) == any("stay Pending" in w for w in mutation.warnings), (pending, mutation.warnings)
+
+
+def test_a_replaced_pv_is_judged_by_its_new_terms() -> None:
+    """The key of a PV's terms is remembered by the PV object's identity: the index replaces a changed PV, so the
+    same claim bound to a PV now pinned to a node that does not exist gets the warning at once."""
+    view = view_from(*CONSISTENCY["cluster"])
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "app-0", "namespace": "shop"},
+        "spec": {
+            "containers": [{"name": "app", "image": "busybox"}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-a"}}],
+        },
+    }
+    validate_strict(pod)
+    assert pipeline.validate(subject(copy.deepcopy(pod)), view, policy()).warnings == []
+    moved = copy.deepcopy(next(o for o in CONSISTENCY["cluster"] if o["metadata"]["name"] == "local-a"))
+    moved["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] = ["gone"]
+    view.apply(moved)
+    assert pipeline.validate(subject(copy.deepcopy(pod)), view, policy()).warnings == [
+        'spec: no known node fits volume "data" (PV local-a): the pod would stay Pending'
+    ]
