@@ -118,7 +118,8 @@ def _place(ctx: Context, target: PodTarget, result: Plan, *, node: str, lead: Ho
         f"and {anchor} is {phase_of(lead.anchor or {})} there"
     )
     ctx.audit("co-scheduled-with", f"{anchor}/{node} by {mode} for claim {lead.claim}")
-    _warn_if_excluded(ctx, target, lead, node=node, node_selector=node_selector, terms=terms)
+    # A pod without terms of its own got the lone pin, which names this very node: only its own terms can exclude it.
+    _warn_if_excluded(ctx, target, lead, node=node, node_selector=node_selector, terms=terms if original else None)
 
 
 def _unpin(target: PodTarget, node: str) -> None:

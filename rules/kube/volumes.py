@@ -88,7 +88,7 @@ def pv_required_terms(pv: Mapping[str, Any] | None) -> tuple[Json, ...] | None:
     """A PV's `spec.nodeAffinity.required` terms, or None when it can be used from any node."""
     required = (((pv or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
     terms = required.get("nodeSelectorTerms") or ()
-    return tuple(dict(t) for t in terms) if terms else None
+    return tuple(map(dict, terms)) if terms else None
 
 
 def claim_pv(view: ClusterView, namespace: str, pvc: Mapping[str, Any] | None) -> Json | None:
