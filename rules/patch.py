@@ -64,52 +64,56 @@ class PatchBuilder:
         return bool(self.operations())
 
     def operations(self) -> list[Json]:
-        """The JSON Patch: writes equal to the original are dropped, missing parents are created by one add."""
-        tree: dict[str, Any] = {}
+        """The JSON Patch: writes equal to the original are dropped, missing parents are created by one add.
+
+        One walk down the original per write, in path order: a write whose parent is missing (or not a map) is
+        emitted whole at the shallowest such ancestor, together with the writes that follow it under that
+        ancestor; a write under a path written whole is shadowed by it. No tree of the writes is built to be
+        diffed: reviews write two or three fixed paths, and the walk costs a dictionary lookup per level.
+        """
+        kept: list[tuple[Path, Any]] = []
         for path, value in sorted(self._writes.items()):
-            node = tree
-            for part in path[:-1]:
-                node = node.setdefault(part, {})
-                if not isinstance(node, dict):
-                    break
-            else:
-                node[path[-1]] = _Leaf(value)
+            if kept and path[: len(kept[-1][0])] == kept[-1][0]:
+                continue  # under the previous write (paths sort right after their prefix): shadowed by it
+            kept.append((path, value))
         ops: list[Json] = []
-        _emit(self._doc, tree, (), ops)
+        at, count = 0, len(kept)
+        while at < count:
+            path, value = kept[at]
+            at += 1
+            original: Any = self._doc
+            last = len(path) - 1
+            for depth, part in enumerate(path):
+                # dict first: the ABC check is far dearer
+                current = original.get(part, _MISSING) if isinstance(original, (dict, Mapping)) else _MISSING
+                if depth == last:
+                    if current is _MISSING or current != value:
+                        ops.append(_operation(current, path, value))
+                    break
+                if current is _MISSING or not isinstance(current, (dict, Mapping)):
+                    parent = path[: depth + 1]
+                    whole: Json = {}
+                    _plant(whole, path[depth + 1 :], value)
+                    while at < count and kept[at][0][: depth + 1] == parent:
+                        _plant(whole, kept[at][0][depth + 1 :], kept[at][1])
+                        at += 1
+                    if current is _MISSING or current != whole:
+                        ops.append(_operation(current, parent, whole))
+                    break
+                original = current
         return ops
 
 
-class _Leaf:
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-def _emit(original: Any, tree: Mapping[str, Any], path: Path, ops: list[Json]) -> None:
-    mapping = isinstance(original, (dict, Mapping))  # dict first: the ABC check is far dearer
-    for key, node in tree.items():
-        here = (*path, key)
-        current = original.get(key, _MISSING) if mapping else _MISSING
-        if type(node) is _Leaf:
-            if current is _MISSING or current != node.value:
-                ops.append(
-                    {
-                        "op": "add" if current is _MISSING else "replace",
-                        "path": pointer(here),
-                        "value": node.value,
-                    }
-                )
-        elif current is not _MISSING and isinstance(current, (dict, Mapping)):
-            _emit(current, node, here, ops)
-        else:
-            value = _materialise(node)
-            if current is _MISSING or current != value:
-                ops.append({"op": "add" if current is _MISSING else "replace", "path": pointer(here), "value": value})
+def _plant(tree: Json, path: Path, value: Any) -> None:
+    """Put `value` at `path` under `tree`, creating maps on the way (no write of `operations` is shadowed, so
+    every step is a map this function made)."""
+    for part in path[:-1]:
+        tree = tree.setdefault(part, {})
+    tree[path[-1]] = value
 
 
-def _materialise(tree: Mapping[str, Any]) -> Json:
-    return {k: (v.value if type(v) is _Leaf else _materialise(v)) for k, v in tree.items()}
+def _operation(current: Any, path: Path, value: Any) -> Json:
+    return {"op": "add" if current is _MISSING else "replace", "path": pointer(path), "value": value}
 
 
 def _lookup(doc: Any, path: Sequence[str]) -> Any:
@@ -121,5 +125,9 @@ def _lookup(doc: Any, path: Sequence[str]) -> Any:
 
 
 def pointer(path: Sequence[str]) -> str:
-    """RFC 6901 JSON Pointer; '/' in annotation keys becomes '~1'."""
+    """RFC 6901 JSON Pointer; '/' in annotation keys becomes '~1'. Most paths need no escape: joined, they hold
+    no '~' and only the separators' '/', which two string scans tell, sparing a replace per part."""
+    joined = "/".join(path)
+    if "~" not in joined and joined.count("/") == len(path) - 1:
+        return "/" + joined if path else ""
     return "/" + "/".join([part.replace("~", "~0").replace("/", "~1") for part in path]) if path else ""

@@ -5,7 +5,7 @@ rule, so both always reach the same verdict from the same state (docs/design.md#
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,9 +25,11 @@ _LAST = datetime.max.replace(tzinfo=UTC)
 COPY_METHOD_HINT = "copy it from a snapshot or a clone instead (copyMethod: Snapshot or Clone in the ReplicationSource)"
 
 
-@dataclass(frozen=True)
+@dataclass
 class Hold:
-    """One owned or single-pod claim of the mover and the other pods that mount it."""
+    """One owned or single-pod claim of the mover and the other pods that mount it. Read-only by convention, not
+    frozen: a frozen dataclass sets each field through `object.__setattr__`, which made building one (for every
+    claim of every mover review) about four times dearer."""
 
     volume: ClaimVolume
     users: tuple[
@@ -36,14 +38,11 @@ class Hold:
     holders: tuple[Json, ...]  # any other live pod with the volume mounted or about to be (Running or on a node)
     anchor: Json | None
     running_nodes: tuple[str, ...]  # distinct nodes of Running users, sorted
+    node: str | None  # the anchor's node (every anchor has one)
 
     @property
     def claim(self) -> str:
         return self.volume.claim or ""
-
-    @property
-    def node(self) -> str | None:
-        return node_of(self.anchor) if self.anchor else None
 
     @property
     def split(self) -> bool:
@@ -93,10 +92,6 @@ def phase_of(pod: Mapping[str, Any]) -> str:
     return str((pod.get("status") or {}).get("phase") or "Pending")
 
 
-def live(pod: Mapping[str, Any]) -> bool:
-    return phase_of(pod) not in FINISHED and not (pod.get("metadata") or {}).get("deletionTimestamp")
-
-
 def age_key(pod: Mapping[str, Any]) -> tuple[bool, datetime, str]:
     """Oldest first, then by name; pods without a readable creationTimestamp sort last."""
     stamp = (pod.get("metadata") or {}).get("creationTimestamp")
@@ -118,26 +113,44 @@ def _parsed(stamp: str) -> datetime | None:
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when
 
 
-def choose_anchor(users: Sequence[Json]) -> Json | None:
-    """A Running user; if none, a Pending user that already has a node; oldest first, then by name."""
-    running = [u for u in users if phase_of(u) == "Running" and node_of(u)]
-    pending = [u for u in users if phase_of(u) == "Pending" and node_of(u)]
-    for group in (running, pending):
-        if group:
-            return min(group, key=age_key)
-    return None
-
-
 def claim_hold(view: ClusterView, policy: Policy, target: PodTarget, volume: ClaimVolume) -> Hold:
-    others = [
-        pod
-        for pod in view.pods_using_claim(target.namespace, volume.claim or "")
-        if live(pod) and not _is_self(pod, target)
-    ]
-    users = tuple(p for p in others if not _is_mover(p, target.namespace, policy))
-    holders = tuple(p for p in others if phase_of(p) == "Running" or node_of(p))
-    running_nodes = tuple(sorted({n for u in users if phase_of(u) == "Running" and (n := node_of(u))}))
-    return Hold(volume, users, holders, choose_anchor(users), running_nodes)
+    """The pods that mount the claim, sorted into users and holders, with the anchor: in one pass that reads each
+    pod's phase, node and metadata once (every mover review walks every pod of its claims, and the validating
+    review walks them again).
+
+    Users: live, not the pod under review, not a mover (docs/design.md#4-co-scheduling-movers); holders: any
+    live other pod that is Running or has a node. The anchor is a Running user with a node; if none, a Pending
+    user with a node; oldest first, then by name.
+    """
+    name = None if target.is_template else target.metadata.get("name")
+    uid = target.metadata.get("uid")
+    users: list[Json] = []
+    holders: list[Json] = []
+    running: list[Json] = []  # users that could anchor, by preference
+    pending: list[Json] = []
+    nodes: set[str] = set()
+    for pod in view.pods_using_claim(target.namespace, volume.claim or ""):
+        metadata = pod.get("metadata") or {}
+        phase = (pod.get("status") or {}).get("phase") or "Pending"
+        if phase in FINISHED or metadata.get("deletionTimestamp"):
+            continue
+        if (uid and metadata.get("uid") == uid) or (name and metadata.get("name") == name):
+            continue  # the pod under review itself
+        node = (pod.get("spec") or {}).get("nodeName")
+        if phase == "Running" or node:
+            holders.append(pod)
+        if _is_mover(metadata, target.namespace, policy):
+            continue
+        users.append(pod)
+        if node and phase == "Running":
+            running.append(pod)
+            nodes.add(str(node))
+        elif node and phase == "Pending":
+            pending.append(pod)
+    candidates = running or pending
+    anchor = (candidates[0] if len(candidates) == 1 else min(candidates, key=age_key)) if candidates else None
+    node = node_of(anchor) if anchor else None
+    return Hold(volume, tuple(users), tuple(holders), anchor, tuple(sorted(nodes)), node)
 
 
 def plan(view: ClusterView, policy: Policy, target: PodTarget) -> Plan:
@@ -162,7 +175,6 @@ def plan(view: ClusterView, policy: Policy, target: PodTarget) -> Plan:
         return result
     result.holds = [claim_hold(view, policy, target, v) for v in considered]
     for hold in result.holds:
-        at = target.field(hold.volume.field)
         if hold.volume.access == SINGLE_POD and hold.holders:
             holder = min(hold.holders, key=age_key)
             where = f" (node {node_of(holder)})" if node_of(holder) else ""
@@ -171,7 +183,7 @@ def plan(view: ClusterView, policy: Policy, target: PodTarget) -> Plan:
                 f"can never mount it: {COPY_METHOD_HINT}"
             )
             severity = Severity.WARN if policy.read_write_once_pod == "warn" else Severity.DENY
-            result.problems.append(Problem(at, message, severity, "single-pod"))
+            result.problems.append(Problem(target.field(hold.volume.field), message, severity, "single-pod"))
         elif hold.split:
             pods = ", ".join(
                 f"{name_of(u)} on {node_of(u)}" for u in sorted(hold.users, key=age_key) if phase_of(u) == "Running"
@@ -180,7 +192,7 @@ def plan(view: ClusterView, policy: Policy, target: PodTarget) -> Plan:
                 f"ReadWriteOnce claim {hold.claim} is in use on different nodes ({pods}); "
                 "not co-scheduled: check which pod really has it mounted"
             )
-            result.problems.append(Problem(at, message, Severity.WARN, "split"))
+            result.problems.append(Problem(target.field(hold.volume.field), message, Severity.WARN, "split"))
     anchored = [h for h in result.holds if h.anchor is not None and not h.split and h.volume.access == OWNED]
     if anchored:
         result.lead = anchored[0]
@@ -199,20 +211,12 @@ def plan(view: ClusterView, policy: Policy, target: PodTarget) -> Plan:
     return result
 
 
-def _is_self(pod: Mapping[str, Any], target: PodTarget) -> bool:
-    name = target.metadata.get("name")
-    uid = target.metadata.get("uid")
-    meta = pod.get("metadata") or {}
-    return bool((uid and meta.get("uid") == uid) or (name and not target.is_template and meta.get("name") == name))
-
-
 #: The role of a pod of the index, which the index replaces rather than changes: asked again for every mover of
 #: the claim that pod holds.
 _ROLES: Memo[bool] = Memo(4096)
 
 
-def _is_mover(pod: Mapping[str, Any], namespace: str, policy: Policy) -> bool:
-    metadata = pod.get("metadata") or {}
+def _is_mover(metadata: Mapping[str, Any], namespace: str, policy: Policy) -> bool:
     return _ROLES.by_identity(
         (metadata, policy), namespace, lambda: classify(metadata, namespace, policy).role == "mover"
     )

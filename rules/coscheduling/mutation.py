@@ -26,7 +26,7 @@ from rules.coscheduling.pinning import (
     unpin_terms,
     write_required,
 )
-from rules.kube.nodeaffinity import REQUIRED, name_requirement, pod_fits_node, required_terms
+from rules.kube.nodeaffinity import name_requirement, node_selector_matches, required_terms, terms_match
 from rules.kube.tolerations import merge_tolerations
 from rules.kube.volumes import OWNED
 from rules.model import Json
@@ -96,13 +96,13 @@ def _place(ctx: Context, target: PodTarget, result: Plan, *, node: str, lead: Ho
     if mode == REQUIRED_AFFINITY:
         terms = pin_terms(terms, node)
     if terms != original:
-        write_required(target, terms)
+        write_required(target, terms, lone_pin=original is None)
     if node_selector != (spec.get("nodeSelector") or {}):
         target.patch.set("spec", "nodeSelector", value=node_selector)
     if mode == NODE_NAME:
         target.patch.set("spec", "nodeName", value=node)
 
-    anchors = [h.anchor for h in result.anchored if h.node == node and h.volume.access == OWNED and h.anchor]
+    anchors = [h.anchor for h in result.holds if h.anchor and h.node == node and h.volume.access == OWNED]
     if ctx.policy.copy_tolerations:
         extra = [t for anchor in anchors for t in (anchor.get("spec") or {}).get("tolerations") or ()]
         own = list(spec.get("tolerations") or ())
@@ -118,7 +118,8 @@ def _place(ctx: Context, target: PodTarget, result: Plan, *, node: str, lead: Ho
         f"and {anchor} is {phase_of(lead.anchor or {})} there"
     )
     ctx.audit("co-scheduled-with", f"{anchor}/{node} by {mode} for claim {lead.claim}")
-    _warn_if_excluded(ctx, target, lead, node=node, node_selector=node_selector, terms=terms)
+    # A pod without terms of its own got the lone pin, which names this very node: only its own terms can exclude it.
+    _warn_if_excluded(ctx, target, lead, node=node, node_selector=node_selector, terms=terms if original else None)
 
 
 def _unpin(target: PodTarget, node: str) -> None:
@@ -141,10 +142,8 @@ def _warn_if_excluded(
     obj = ctx.view.node(node)
     if obj is None:
         return
-    spec: Json = {"nodeSelector": dict(node_selector)}
-    if terms:
-        spec["affinity"] = {"nodeAffinity": {REQUIRED[-1]: {"nodeSelectorTerms": terms}}}
-    if not pod_fits_node(spec, obj):
+    # What pod_fits_node asks of a spec, asked of the values directly: no pod spec is built to be read back.
+    if not node_selector_matches(node_selector, obj) or (terms and not terms_match(terms, obj)):
         ctx.warn(
             f"{target.field('spec')}: own nodeSelector or node affinity excludes node {node}, which holds claim "
             f"{lead.claim}: the pod will stay Pending"

@@ -15,12 +15,13 @@ from rules.model import Json
 
 def toleration_key(toleration: Mapping[str, Any]) -> tuple[str, str, str, str, Any]:
     """Tolerations are the same when key, operator (default Equal), value, effect and tolerationSeconds are."""
+    get = toleration.get  # once, not five times: every toleration of every placed pod is keyed
     return (
-        str(toleration.get("key") or ""),
-        str(toleration.get("operator") or "Equal"),
-        str(toleration.get("value") or ""),
-        str(toleration.get("effect") or ""),
-        toleration.get("tolerationSeconds"),
+        str(get("key") or ""),
+        str(get("operator") or "Equal"),
+        str(get("value") or ""),
+        str(get("effect") or ""),
+        get("tolerationSeconds"),
     )
 
 

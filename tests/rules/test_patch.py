@@ -3,9 +3,11 @@ from __future__ import annotations
 import copy
 
 import jsonpatch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rules.model import Json
-from rules.patch import PatchBuilder
+from rules.patch import PatchBuilder, pointer
 
 
 def test_add_under_missing_maps_creates_the_shallowest_missing_parent() -> None:
@@ -58,3 +60,90 @@ def test_null_parent_is_replaced() -> None:
     builder = PatchBuilder(doc)
     builder.set("spec", "affinity", "nodeAffinity", value={})
     assert builder.operations() == [{"op": "replace", "path": "/spec/affinity", "value": {"nodeAffinity": {}}}]
+
+
+# --- the direct walk of `operations` against the tree diff it replaced -------------------------------------------
+
+
+class _Leaf:
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+
+_GONE = object()
+
+
+def _tree_diff(doc: Json, writes: dict[tuple[str, ...], object]) -> list[Json]:
+    """The builder's former `operations`: a tree of the writes in path order, diffed against the original."""
+    tree: dict[str, object] = {}
+    for path, value in sorted(writes.items()):
+        node: object = tree
+        for part in path[:-1]:
+            assert isinstance(node, dict)
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                break
+        else:
+            assert isinstance(node, dict)
+            node[path[-1]] = _Leaf(value)
+    ops: list[Json] = []
+    _diff(doc, tree, (), ops)
+    return ops
+
+
+def _diff(original: object, tree: dict[str, object], path: tuple[str, ...], ops: list[Json]) -> None:
+    for key, node in tree.items():
+        here = (*path, key)
+        current = original.get(key, _GONE) if isinstance(original, dict) else _GONE
+        if isinstance(node, _Leaf):
+            if current is _GONE or current != node.value:
+                op = "add" if current is _GONE else "replace"
+                ops.append({"op": op, "path": pointer(here), "value": node.value})
+        elif current is not _GONE and isinstance(current, dict):
+            assert isinstance(node, dict)
+            _diff(current, node, here, ops)
+        else:
+            assert isinstance(node, dict)
+            value = _whole(node)
+            if current is _GONE or current != value:
+                op = "add" if current is _GONE else "replace"
+                ops.append({"op": op, "path": pointer(here), "value": value})
+
+
+def _whole(tree: dict[str, object]) -> Json:
+    return {k: (v.value if isinstance(v, _Leaf) else _whole(v)) for k, v in tree.items()}  # type: ignore[arg-type]
+
+
+_KEYS = st.sampled_from(["spec", "metadata", "affinity", "a/b", "x~y", "tolerations", "n"])
+_VALUES = st.recursive(
+    st.none() | st.integers(0, 2) | st.sampled_from(["v", "w"]),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    doc=st.dictionaries(_KEYS, _VALUES, max_size=4),
+    writes=st.lists(st.tuples(st.lists(_KEYS, min_size=1, max_size=4).map(tuple), _VALUES), max_size=6),
+)
+def test_operations_agree_with_the_tree_diff(doc: Json, writes: list[tuple[tuple[str, ...], object]]) -> None:
+    """Same operations, same order, for any original and any writes, shadowed and nested ones included (a write
+    after one under it, or under a value written whole)."""
+    builder = PatchBuilder(doc)
+    recorded: dict[tuple[str, ...], object] = {}
+    for path, value in writes:
+        builder.set(*path, value=value)
+        for existing in [p for p in recorded if p[: len(path)] == path and p != path]:
+            del recorded[existing]
+        recorded[path] = value
+    before = copy.deepcopy(doc)
+    assert builder.operations() == _tree_diff(doc, recorded)
+    assert doc == before
+
+
+def test_pointer_escapes_only_what_needs_it() -> None:
+    assert pointer(()) == ""
+    assert pointer(("spec", "nodeName")) == "/spec/nodeName"
+    assert pointer(("metadata", "annotations", "a/b~c")) == "/metadata/annotations/a~1b~0c"
+    assert pointer(("m", "~")) == "/m/~0"
