@@ -136,13 +136,12 @@ def test_pods_without_disk_annotations_are_skipped_and_would_have_no_finding(
     assert decision.findings == []
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_the_fast_path_gives_every_table_case_the_whole_rule_s_answer(
+@pytest.mark.parametrize("case", [p for p in CASES if p.values[0].get("operation", "CREATE") == "CREATE"])
+def test_the_fast_path_gives_every_created_table_case_the_whole_rule_s_answer(
     case: Json, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The fast path is taken on CREATE only; an UPDATE always runs the whole rule."""
     obj = build(case)
-    if case.get("operation", "CREATE") != "CREATE":
-        pytest.skip("the fast path is for CREATE")
     fast = pipeline.validate(subject(copy.deepcopy(obj)), view_from(), policy())
     monkeypatch.setattr(disk, "_mentions_disks", lambda annotations: True)
     whole = pipeline.validate(subject(obj), view_from(), policy())
