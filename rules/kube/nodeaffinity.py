@@ -200,7 +200,7 @@ class _Requirements:
     fields: frozenset[Hashable]
 
 
-def _term_identity(term: Mapping[str, Any], ordered: Hashable) -> Hashable:
+def _term_identity(term: Mapping[str, Any], ordered: tuple[tuple[Hashable, ...], tuple[Hashable, ...]]) -> Hashable:
     """The term's requirements; a term with other fields or empty parts is keyed whole, so that equal keys
     always mean equal JSON."""
     expressions, fields = ordered

@@ -17,7 +17,9 @@ REQUIREMENTS = st.dictionaries(
     st.one_of(st.sampled_from(["a", "In", "Exists", 1]), VALUES),
     max_size=4,
 ) | st.fixed_dictionaries({"key": st.sampled_from(["a", "b"]), "operator": st.just("In"), "values": VALUES})
-PARTS = st.one_of(st.lists(REQUIREMENTS, max_size=2), st.sampled_from(["", None, []]))  # what the boundary lets through
+PARTS: st.SearchStrategy[Any] = st.one_of(
+    st.lists(REQUIREMENTS, max_size=2), st.sampled_from(["", None, []])
+)  # what the boundary lets through
 TERMS = st.lists(
     st.dictionaries(st.sampled_from(["matchExpressions", "matchFields", "x"]), PARTS, max_size=3), max_size=2
 )
