@@ -91,7 +91,12 @@ def check_terms(terms: Sequence[Mapping[str, Any]], field: str) -> None:
     patched must pass the typed boundary when it is reviewed again."""
     excess = terms_excess(terms)
     if excess is not None:
-        raise OverBudget(f"the placement would write {excess}", field)
+        raise placement_over_budget(excess, field)
+
+
+def placement_over_budget(excess: str, field: str) -> OverBudget:
+    """The error for terms a mutation would write at `field` with `excess` (what `terms_excess` found)."""
+    return OverBudget(f"the placement would write {excess}", field)
 
 
 def check_entries(entries: Any, field: str) -> None:

@@ -62,7 +62,7 @@ def term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
 
 def terms_key(terms: Sequence[Mapping[str, Any]]) -> Hashable:
     """A term list as a key, equal exactly when the JSON values are (a memo key for what is derived from it)."""
-    return tuple(_term_identity(term, _ordered_requirements(term)) for term in terms)
+    return tuple([_term_identity(term, _ordered_requirements(term)) for term in terms])
 
 
 def term_parses(term: Mapping[str, Any]) -> bool:
@@ -192,9 +192,6 @@ def simplify(terms: Iterable[Json]) -> list[Json]:
     return [term for term, mine in unique.values() if not index.implied_by(mine, strictly=True)]
 
 
-_PARTS = ("matchExpressions", "matchFields")
-
-
 @dataclass(frozen=True, slots=True)
 class _Requirements:
     """A term's matchExpressions and matchFields as sets of requirement keys: built once per term, compared often."""
@@ -203,19 +200,24 @@ class _Requirements:
     fields: frozenset[Hashable]
 
 
-def _term_identity(term: Mapping[str, Any], ordered: Hashable) -> Hashable:
+def _term_identity(term: Mapping[str, Any], ordered: tuple[tuple[Hashable, ...], tuple[Hashable, ...]]) -> Hashable:
     """The term's requirements; a term with other fields or empty parts is keyed whole, so that equal keys
     always mean equal JSON."""
-    if all(k in _PARTS and term[k] for k in term):
+    expressions, fields = ordered
+    # Every field a non-empty part: the parts are its only fields, and each is non-empty exactly when its
+    # requirements are (a JSON value is truthy exactly when it iterates to something).
+    if len(term) == bool(expressions) + bool(fields):
         return ordered
     return ("term", _key(term))
 
 
 def _ordered_requirements(term: Mapping[str, Any]) -> tuple[tuple[Hashable, ...], tuple[Hashable, ...]]:
     """A term's expressions and fields as keys, in order: equal exactly when the JSON parts are equal."""
+    expressions = term.get("matchExpressions")
+    fields = term.get("matchFields")
     return (
-        tuple(_requirement_key(r) for r in term.get("matchExpressions") or ()),
-        tuple(_requirement_key(r) for r in term.get("matchFields") or ()),
+        tuple([_requirement_key(r) for r in expressions]) if expressions else (),
+        tuple([_requirement_key(r) for r in fields]) if fields else (),
     )
 
 
@@ -226,9 +228,12 @@ def _requirement_key(requirement: Any) -> Hashable:
     """`_key` of the usual requirement shape without the generic walk (tagged so the two never collide)."""
     if isinstance(requirement, dict) and requirement.keys() == _REQUIREMENT_FIELDS:
         key, operator, values = requirement["key"], requirement["operator"], requirement["values"]
-        strings = isinstance(values, list) and all(isinstance(v, str) for v in values)
-        if strings and isinstance(key, str) and isinstance(operator, str):
-            return ("requirement", key, operator, *values)
+        if isinstance(values, list) and isinstance(key, str) and isinstance(operator, str):
+            for value in values:  # a loop, not all(generator): this runs for every requirement of a review
+                if not isinstance(value, str):
+                    break
+            else:
+                return ("requirement", key, operator, *values)
     return _key(requirement)
 
 

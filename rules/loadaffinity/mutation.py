@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rules.annotations import LOAD_AFFINITY, LOAD_AFFINITY_APPLIED, STORAGE_CLASS
-from rules.budget import check_entries
+from rules.budget import check_entries, placement_over_budget, terms_excess
 from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
 from rules.coscheduling.pinning import (
@@ -30,6 +30,7 @@ from rules.coscheduling.pinning import (
 )
 from rules.kube.names import dns1123_subdomain_error
 from rules.kube.nodeaffinity import (
+    REQUIRED,
     and_terms,
     label_selector_term,
     simplify,
@@ -40,13 +41,13 @@ from rules.kube.tolerations import merge_tolerations
 from rules.kube.volumes import SELECTED_NODE, WAIT_FOR_FIRST_CONSUMER, ClaimVolume, node_local_terms, storage_class_of
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.loadaffinity.nodeagents import restrict_to_node_agents, warn_selected_node
-from rules.loadaffinity.velero import NodeAgentConfig, VeleroConfigError, read_config
+from rules.loadaffinity.velero import VeleroConfigError, read_config
 from rules.memo import Memo
 from rules.messages import counted
 from rules.model import Json
 from rules.policy import Policy
 from rules.roles import untrusted_role
-from rules.safeload import JsonError, load_json
+from rules.safeload import JsonError, copy_json, load_json
 
 GLOBAL = "*"
 #: What chose a pod's nodes when no loadAffinity entry did (the node-agent step names it in warnings).
@@ -95,26 +96,28 @@ def _place(ctx: Context, target: PodTarget, role: str) -> str | None:
     if not load.count:
         ctx.reason(f"load affinity: no {settings.source} loadAffinity entry for class {storage_class or 'unknown'}")
         return OWN_CONSTRAINTS
-    apply_terms(ctx, target, load, volume_terms(ctx, target))
+    apply_terms(ctx, target, load, target.volumes(ctx.view))
     target.patch.set("metadata", "annotations", LOAD_AFFINITY_APPLIED, value=load.applied)
     ctx.audit("load-affinity-applied", load.applied)
-    which = counted(load.count, f"{settings.source} entry")
-    scope = "class " + load.applied if load.applied != GLOBAL else "every class"
-    ctx.reason(f"load affinity: {which} for {scope} (ORed)")
-    return f"loadAffinity for {scope}"
+    ctx.reason(load.reason)
+    return load.scope
 
 
 @dataclass(frozen=True)
 class LoadTerms:
-    """The ORed terms of the entries selected for one class, with their memo key."""
+    """The ORed terms of the entries selected for one class, with their memo key, and what the review says of
+    them (the reason, and what chose the pod's nodes for the node-agent step)."""
 
     count: int
     applied: str
     terms: list[Json]
     key: Hashable
+    reason: str = ""
+    scope: str = ""
 
 
-#: Load terms depend only on the entry list (the policy's or the ConfigMap's, never modified) and the class.
+#: Load terms depend only on the entry list (the policy's or the ConfigMap's, never modified), its source and the
+#: class.
 _LOAD_TERMS: Memo[LoadTerms] = Memo(256)
 
 
@@ -122,11 +125,13 @@ def load_terms_for(settings: LoadSettings, storage_class: str | None) -> LoadTer
     def compute() -> LoadTerms:
         selected, applied = select_entries(settings.load_affinity, storage_class)
         terms = simplify([label_selector_term(entry["nodeSelector"]) for entry in selected])
-        return LoadTerms(len(selected), applied, terms, terms_key(terms))
+        scope = "class " + applied if applied != GLOBAL else "every class"
+        reason = f"load affinity: {counted(len(selected), f'{settings.source} entry')} for {scope} (ORed)"
+        return LoadTerms(len(selected), applied, terms, terms_key(terms), reason, f"loadAffinity for {scope}")
 
     if settings.source == "annotation":  # the pod's own list: a new object every review
         return compute()
-    return _LOAD_TERMS.by_identity((settings.load_affinity,), storage_class, compute)
+    return _LOAD_TERMS.by_identity((settings.load_affinity,), (storage_class, settings.source), compute)
 
 
 # --- configuration ------------------------------------------------------------------------------------------
@@ -167,30 +172,30 @@ def _source_settings(ctx: Context) -> LoadSettings:
 def source_settings(view: ClusterView, policy: Policy) -> tuple[LoadSettings, str]:
     """The lists in force for every pod without its own annotation, and why the policy's own are used if the
     source ConfigMap's are not (empty when all is well); the audit reads it too."""
+    source = policy.load_affinity_source
+    config_map = None if source is None else view.config_map(*source)
+    return _SETTINGS.by_identity((policy, config_map), None, lambda: _settings_of(policy, config_map))
+
+
+#: The settings in force, made once per policy and version of Velero's ConfigMap: the cluster state replaces a
+#: changed ConfigMap rather than changing it, and a new policy is a new object. Reading the ConfigMap per review
+#: parsed and checked its JSON for every backup pod, and gave the load terms memo a new entry list (so a miss)
+#: every time.
+_SETTINGS: Memo[tuple[LoadSettings, str]] = Memo(16)
+
+
+def _settings_of(policy: Policy, config_map: Json | None) -> tuple[LoadSettings, str]:
     own = LoadSettings(policy.load_affinity, policy.backup_pvc, policy.restore_pvc, "policy")
     if policy.load_affinity_source is None:
         return own, ""
     namespace, name = policy.load_affinity_source
-    config_map = view.config_map(namespace, name)
     if config_map is None:
         return own, f"loadAffinitySource ConfigMap {namespace}/{name} not found: using the policy's own lists"
-    config = _CONFIGS.by_identity((config_map,), None, lambda: _read_config(config_map))
-    if config is None:
+    try:
+        config = read_config(config_map)
+    except VeleroConfigError:
         return own, f"loadAffinitySource ConfigMap {namespace}/{name} is invalid: using the policy's own lists"
     return LoadSettings(config.load_affinity, config.backup_pvc, config.restore_pvc, f"{namespace}/{name}"), ""
-
-
-#: Velero's ConfigMap, read and checked once per version of it: the cluster state replaces a changed ConfigMap
-#: rather than changing it. Reading it per review parsed and checked its JSON for every backup pod, and gave the
-#: load terms memo a new entry list (so a miss) every time.
-_CONFIGS: Memo[NodeAgentConfig | None] = Memo(16)
-
-
-def _read_config(config_map: Json) -> NodeAgentConfig | None:
-    try:
-        return read_config(config_map)
-    except VeleroConfigError:
-        return None
 
 
 # --- storage class ------------------------------------------------------------------------------------------
@@ -296,45 +301,58 @@ def pin_restore_pod_to_node(ctx: Context, target: PodTarget, node_name: str) -> 
 # --- terms and tolerations ----------------------------------------------------------------------------------
 
 
-def volume_terms(ctx: Context, target: PodTarget) -> list[tuple[Json, ...]]:
-    """The required node affinity of every node-local PV the pod mounts, one ORed list per PV."""
-    return node_local_terms(target.volumes(ctx.view))
-
-
 @dataclass(frozen=True)
 class Combined:
-    """The pod's required terms after step 5, and whether they differ from what it has."""
+    """The pod's required terms after step 5, and whether they differ from what it has.
+
+    Changed terms are built once per set of inputs as an alias-free tree (a cross product shares requirement
+    objects between terms, and a shared object in a patch value surfaces as a YAML alias in `review -o yaml`) and
+    are written into each review's patch as they are: a patch value is never modified (applying a patch copies
+    its values), so the copy `write_required` makes per review, the budget count and the key are made here once.
+    """
 
     terms: list[Json]
     key: Hashable
     changed: bool
+    #: What the changed terms have past the review budget (rules/budget.py), or None.
+    excess: str | None = None
 
 
 #: Backup pods of one class and zone (or node, for local PVs) get the same terms: the AND is computed once.
 _COMBINED: Memo[Combined] = Memo(1024)
 
 
-def combine_terms(current: list[Json] | None, load: LoadTerms, pv_terms: Sequence[Sequence[Json]]) -> Combined:
-    """AND the load terms with the pod's required terms and the PVs' (design step 5); unchanged when implied."""
+def combine_terms(current: list[Json] | None, load: LoadTerms, volumes: Sequence[ClaimVolume]) -> Combined:
+    """AND the load terms with the pod's required terms and those of its node-local PVs (design step 5);
+    unchanged when implied.
+
+    Remembered by the identity of the PVs (index objects, replaced when they change: their terms are a function
+    of them) and the structural keys of the pod's terms and of the load terms."""
+    local = [volume for volume in volumes if volume.pv_terms is not None]
 
     def compute() -> Combined:
-        wanted = [load.terms, *pv_terms]
-        if current is not None and all(terms_imply(current, terms) for terms in wanted):
+        pv_terms = node_local_terms(local)
+        if current is not None and all(terms_imply(current, terms) for terms in [load.terms, *pv_terms]):
             return Combined(current, terms_key(current), changed=False)
         result = current
         for terms in [*pv_terms, load.terms]:
             result = and_terms(result, terms)
         assert result is not None
-        return Combined(result, terms_key(result), changed=True)
+        return Combined(copy_json(result), terms_key(result), changed=True, excess=terms_excess(result))
 
     current_key = None if current is None else terms_key(current)
-    return _COMBINED.get((current_key, load.key, tuple(terms_key(terms) for terms in pv_terms)), compute)
+    return _COMBINED.by_identity(tuple(volume.pv for volume in local), (current_key, load.key), compute)
 
 
-def apply_terms(ctx: Context, target: PodTarget, load: LoadTerms, pv_terms: Sequence[Sequence[Json]]) -> None:
-    combined = combine_terms(current_terms(target), load, pv_terms)
+def apply_terms(ctx: Context, target: PodTarget, load: LoadTerms, volumes: Sequence[ClaimVolume]) -> None:
+    combined = combine_terms(current_terms(target), load, volumes)
     if combined.changed:
-        write_required(target, combined.terms)
+        if not combined.terms:  # no terms left: `write_required` drops the key
+            write_required(target, combined.terms)
+        elif combined.excess is not None:
+            raise placement_over_budget(combined.excess, target.field("spec." + ".".join(REQUIRED)))
+        else:
+            target.patch.set("spec", *REQUIRED, value={"nodeSelectorTerms": combined.terms})
     nodes = ctx.view.node_set()
     if len(nodes) and not nodes.admits_any(("terms", combined.key), combined.terms):
         ctx.warn(
