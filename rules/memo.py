@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from operator import is_
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -50,7 +51,8 @@ class Memo(Generic[T]):
         """The result for these very objects (and `extra`, a structural part of the key), computed once."""
         key = (tuple(map(id, objects)), extra)
         found = self._entries.get(key)
-        if found is not None and all(a is b for a, b in zip(found.objects, objects, strict=True)):
+        # `map(is_, ...)`, not a generator: a hit is checked in C (equal ids give tuples of equal length).
+        if found is not None and all(map(is_, found.objects, objects)):
             return found.value
         return self._store(key, objects, compute())
 

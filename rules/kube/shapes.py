@@ -181,12 +181,18 @@ SHAPES: dict[str, Shape] = {
 }
 
 
+def well_formed(kind: str, value: Any) -> bool:
+    """Whether an object of `kind` has no problem in the fields rules read: what every review asks first, without
+    building the `Problems` that only an object that has some needs."""
+    shape = SHAPES.get(kind)
+    return shape is None or shape.ok(value)
+
+
 def object_problems(kind: str, value: Any) -> Problems:
     """The problems of an object of `kind` in the fields rules read; kinds no rule reads have none."""
     out = Problems()
-    shape = SHAPES.get(kind)
-    if shape is not None and not shape.ok(value):
-        shape.walk(value, "", out)
+    if not well_formed(kind, value):
+        SHAPES[kind].walk(value, "", out)
     return out
 
 
