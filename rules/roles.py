@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rules.kube.selectors import selector_matches
-from rules.memo import Memo
+from rules.memo import Latest
 from rules.model import PREFIX, Json
 from rules.policy import ROLES, Policy
 from rules.quoting import clip
@@ -85,20 +85,16 @@ class _Selector:
     value: object
 
 
-_SELECTORS: Memo[tuple[_Selector, ...]] = Memo(16)
-
-
-def _selectors(role_selectors: Mapping[str, tuple[Json, ...]]) -> tuple[_Selector, ...]:
+def _compiled(role_selectors: Mapping[str, tuple[Json, ...]]) -> tuple[_Selector, ...]:
     """The policy's role selectors in the order they are tried: by role (ROLES' order), then as listed."""
+    return tuple(
+        _Selector(selector, RoleDecision(role, f"labels match roles.{role}.selectors[{index}]"), *_first(selector))
+        for role in ROLES
+        for index, selector in enumerate(role_selectors.get(role, ()))
+    )
 
-    def compute() -> tuple[_Selector, ...]:
-        return tuple(
-            _Selector(selector, RoleDecision(role, f"labels match roles.{role}.selectors[{index}]"), *_first(selector))
-            for role in ROLES
-            for index, selector in enumerate(role_selectors.get(role, ()))
-        )
 
-    return _SELECTORS.by_identity((role_selectors,), None, compute)
+_selectors = Latest(_compiled)
 
 
 def _first(selector: Json) -> tuple[str | None, object]:
