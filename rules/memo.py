@@ -8,7 +8,8 @@ must say everything the result depends on. Two kinds of key:
   index's objects, which are replaced, never changed). The memo holds the objects, so an id is never reused
   while its entry lives: an entry found under the ids of live objects was made from those very objects.
 
-Both are bounded (emptied when full): memory never grows with the variety of reviews.
+Both are bounded (emptied when full): memory never grows with the variety of reviews. `Latest` keeps one result,
+for the one input every review reads (the policy in effect).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+K = TypeVar("K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,4 +61,22 @@ class Memo(Generic[T]):
             if len(self._entries) >= self._maxsize:
                 self._entries.clear()
             self._entries[key] = _Entry(objects, value)
+        return value
+
+
+class Latest(Generic[K, T]):
+    """`compute` of the one input it was last given, by identity: for an input nobody mutates, replaced whole and
+    rarely (the policy in effect, which every review reads). One `is` test a call, where `Memo.by_identity` builds
+    and hashes a key; the input is held, so its id stays its own."""
+
+    def __init__(self, compute: Callable[[K], T]) -> None:
+        self._compute = compute
+        self._last: tuple[K, T] | None = None
+
+    def __call__(self, source: K) -> T:
+        last = self._last
+        if last is not None and last[0] is source:
+            return last[1]
+        value = self._compute(source)
+        self._last = (source, value)  # one assignment: a concurrent reader sees the old pair or the new one
         return value

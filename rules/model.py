@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
-from rules.quoting import ShownText
+from rules.quoting import EscapedText, ShownText
 
 Json = dict[str, Any]
 
@@ -44,31 +44,34 @@ class Finding(ShownText):
         return f"{self.field}: {self.message}" if self.field else self.message
 
 
-@dataclass(frozen=True)
+@dataclass
 class Subject:
-    """The object under review, as the API server describes it (transport-independent)."""
+    """The object under review, as the API server describes it (transport-independent).
 
-    kind: str
-    operation: str
-    namespace: str
-    name: str
-    obj: Json | None
-    old: Json | None = None
-    dry_run: bool = False
-    group: str = ""
+    Its fields are `Final` (the type checker refuses any assignment) rather than the dataclass frozen: a frozen
+    one sets each field through `object.__setattr__`, which made building it a fifth of decoding a review."""
+
+    kind: Final[str]
+    operation: Final[str]
+    namespace: Final[str]
+    name: Final[str]
+    obj: Final[Json | None]
+    old: Final[Json | None] = None
+    dry_run: Final[bool] = False
+    group: Final[str] = ""
     #: The requester's user name (`userInfo.username`); None where no API server said who asks (`review` of a
     #: bare manifest, the audit), so only namespace trust applies.
-    user: str | None = None
+    user: Final[str | None] = None
 
 
 @dataclass
-class Decision(ShownText):
+class Decision:
     """What the pipeline concluded: JSON Patch operations, warnings, findings and short reasons.
 
     `reasons` are one-line explanations (for `review -o json` and the audit log); `audit` holds the audit
     annotations (keys without '/', the API server prefixes them with the webhook's name). Every text in it is
-    escaped when it is made: `failure` when set, findings by their type, warnings, reasons and audit values by
-    the Context that rules write them through.
+    escaped when it is made: `failure` and `over_budget` when set (`EscapedText`), findings by their type,
+    warnings, reasons and audit values by the Context that rules write them through.
     """
 
     patch: list[Json] = field(default_factory=list)
@@ -76,10 +79,13 @@ class Decision(ShownText):
     findings: list[Finding] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     audit: dict[str, str] = field(default_factory=dict)
-    failure: str | None = None
+    #: Why cluster state could not be read (`onLookupFailure`): `str | None`, escaped when set. The call makes a
+    #: descriptor, not a default every Decision would share (the default is None).
+    failure: EscapedText = EscapedText()  # noqa: RUF009
     denied_by_failure: bool = False
     rule_errors: list[str] = field(default_factory=list)  # rules that raised: a bug, counted by the transport
-    over_budget: str | None = None  # the review limit the object passed (rules/budget.py): no rule went further
+    #: The review limit the object passed (rules/budget.py), so no rule went further: `str | None`, escaped when set.
+    over_budget: EscapedText = EscapedText()  # noqa: RUF009
 
     @property
     def denials(self) -> list[Finding]:
@@ -87,4 +93,10 @@ class Decision(ShownText):
 
     @property
     def allowed(self) -> bool:
-        return not self.denied_by_failure and not self.denials
+        """No failure denies and no finding does (a loop, not `denials`: every answer asks, and most have none)."""
+        if self.denied_by_failure:
+            return False
+        for found in self.findings:  # noqa: SIM110
+            if found.severity is Severity.DENY:
+                return False
+        return True

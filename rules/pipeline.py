@@ -20,7 +20,7 @@ from rules import budget, registry
 from rules.budget import OverBudget
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, Context, PodTarget
-from rules.kube.shapes import object_problems
+from rules.kube.shapes import object_problems, well_formed
 from rules.kube.workloads import POD_KINDS, TEMPLATE_PATHS, template_of, template_spec
 from rules.model import Decision, Finding, Json, Severity, Subject
 from rules.patch import PatchBuilder
@@ -97,8 +97,7 @@ def validate(
             rule_ctx = dataclasses.replace(ctx, subject=dataclasses.replace(subject, operation="CREATE", old=None))
             validators = registry.TEMPLATE_VALIDATORS
         for rule in validators:
-            _run(rule_ctx, rule, target)
-            if ctx.decision.over_budget is not None:
+            if not _run(rule_ctx, rule, target) and ctx.decision.over_budget is not None:
                 break  # answered at once: no further rule spends on an object past a limit
     elif subject.kind == "ConfigMap":
         for cm_rule in registry.CONFIG_MAP_VALIDATORS:
@@ -135,10 +134,12 @@ def _checked(ctx: Context, *, mutating: bool = False) -> bool:
     past the review budget is answered at once too: the mutation leaves it unchanged with a warning, the
     validation reports it under the policy's enforcement."""
     subject = ctx.subject
-    for source, value in (("object", subject.obj), ("oldObject", subject.old)):
-        if value is None or (source == "oldObject" and subject.operation != "UPDATE"):
+    kind = subject.kind
+    old = subject.old if subject.operation == "UPDATE" else None
+    for source, value in (("object", subject.obj), ("oldObject", old)):
+        if value is None or well_formed(kind, value):
             continue
-        problems = object_problems(subject.kind, value)
+        problems = object_problems(kind, value)
         if problems.types:
             raise BadObject(problems.types, source)
         for path, message in problems.values:
@@ -146,26 +147,27 @@ def _checked(ctx: Context, *, mutating: bool = False) -> bool:
         if source == "object":
             for path, message in problems.limits:
                 _over_budget(ctx, OverBudget(message, path), mutating=mutating)
-    return not ctx.decision.findings and ctx.decision.over_budget is None
+    decision = ctx.decision
+    return not decision.findings and decision.over_budget is None
 
 
 def pod_target(subject: Subject, policy: Policy, own_namespace: str) -> PodTarget:
     """The pod, or the pod template of a workload, under review, once the boundary has checked its types."""
     obj = subject.obj
     assert isinstance(obj, dict)
-    metadata = obj.get("metadata") or {}
-    namespace = subject.namespace or str(metadata.get("namespace") or "")
-    if subject.kind == "Pod":
-        builder = PatchBuilder(obj)
-        pod, base, spec = obj, "", obj.get("spec") or {}
-    else:
-        path = TEMPLATE_PATHS[subject.kind]
-        builder = PatchBuilder(obj).scoped(path)
-        pod, base = template_of(obj, path), ".".join(path)
-        spec = template_spec(subject.kind, obj, pod)
+    kind = subject.kind
+    if kind == "Pod":
+        metadata = obj.get("metadata") or {}
+        namespace = subject.namespace or str(metadata.get("namespace") or "")
+        role = classify(metadata, namespace, policy, own_namespace, subject.user)
+        return PodTarget(kind, namespace, metadata, obj.get("spec") or {}, PatchBuilder(obj), role)
+    namespace = subject.namespace or str((obj.get("metadata") or {}).get("namespace") or "")
+    path = TEMPLATE_PATHS[kind]
+    pod = template_of(obj, path)
     metadata = pod.get("metadata") or {}
     role = classify(metadata, namespace, policy, own_namespace, subject.user)
-    return PodTarget(subject.kind, namespace, metadata, spec, builder, role, base)
+    spec = template_spec(kind, obj, pod)
+    return PodTarget(kind, namespace, metadata, spec, PatchBuilder(obj).scoped(path), role, ".".join(path))
 
 
 __all__ = [

@@ -56,6 +56,25 @@ class ShownText:
         object.__setattr__(self, name, escaped(value) if isinstance(value, str) else value)
 
 
+class EscapedText:
+    """A `str | None` field of a mutable record, escaped (`escaped`) whenever it is set, so that no writer can
+    forget it. A descriptor on the one or two fields that hold text, rather than `ShownText`'s `__setattr__`,
+    which a record of many fields (a Decision: nine, made for every review) pays on each of them. In a
+    dataclass it is declared as the field's default; it reads as None on the class, which makes None the default."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = "_" + name
+
+    def __get__(self, record: object, owner: type | None = None) -> str | None:
+        if record is None:
+            return None
+        text: str | None = record.__dict__.get(self._slot)
+        return text
+
+    def __set__(self, record: object, text: str | None) -> None:
+        record.__dict__[self._slot] = None if text is None else escaped(text)
+
+
 def field_path(parts: Iterable[str | int], prefix: str = "") -> str:
     """Where a value stands in a document, as every message names it: `spec.tolerations[0].key`. A key that is an
     identifier follows a dot, any other key (`labels[app/x]`) and an index go in brackets; a key is clipped and

@@ -8,7 +8,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rules.kube.selectors import selector_matches
-from rules.model import PREFIX
+from rules.memo import Latest
+from rules.model import PREFIX, Json
 from rules.policy import ROLES, Policy
 from rules.quoting import clip
 
@@ -33,6 +34,16 @@ class RoleDecision:
     trusted: bool = True
 
 
+#: The answers that quote nothing of the pod, made once: a RoleDecision is frozen, so every review can share them.
+_MIRROR = RoleDecision(None, "mirror pod (managed by the kubelet)", exempt=True)
+_EXPLICIT_NONE = RoleDecision(None, f"annotation {ROLE_ANNOTATION}: none", unplaced=True)
+_FIRST_CONSUMER = RoleDecision(
+    None, "KubeVirt first-consumer pod: it must be scheduled freely to pick the node", unplaced=True
+)
+_EXPLICIT = {role: RoleDecision(role, f"annotation {ROLE_ANNOTATION}: {role}") for role in ROLES}
+_UNMATCHED = RoleDecision(None, "no role matches")
+
+
 def classify(
     metadata: Mapping[str, Any],
     namespace: str,
@@ -40,29 +51,56 @@ def classify(
     own_namespace: str = "",
     requester: str | None = None,
 ) -> RoleDecision:
-    annotations = metadata.get("annotations") or {}
-    labels = metadata.get("labels") or {}
     if namespace and (namespace in policy.excluded_namespaces or namespace == own_namespace):
         return RoleDecision(None, f"namespace {namespace} is excluded", exempt=True)
-    if MIRROR_ANNOTATION in annotations:
-        return RoleDecision(None, "mirror pod (managed by the kubelet)", exempt=True)
-    explicit = annotations.get(ROLE_ANNOTATION)
-    if explicit == "none":
-        return RoleDecision(None, f"annotation {ROLE_ANNOTATION}: none", unplaced=True)
-    if annotations.get(KUBEVIRT_EPHEMERAL) == "true":
-        return RoleDecision(
-            None, "KubeVirt first-consumer pod: it must be scheduled freely to pick the node", unplaced=True
-        )
-    if explicit in ROLES:
-        return _judged(
-            RoleDecision(explicit, f"annotation {ROLE_ANNOTATION}: {explicit}"), namespace, policy, requester
-        )
-    for role in ROLES:
-        for index, selector in enumerate(policy.role_selectors.get(role, ())):
-            if selector_matches(selector, labels):
-                found = RoleDecision(role, f"labels match roles.{role}.selectors[{index}]")
-                return _judged(found, namespace, policy, requester)
-    return RoleDecision(None, "no role matches")
+    annotations = metadata.get("annotations")
+    if annotations:
+        if MIRROR_ANNOTATION in annotations:
+            return _MIRROR
+        explicit = annotations.get(ROLE_ANNOTATION)
+        if explicit == "none":
+            return _EXPLICIT_NONE
+        if annotations.get(KUBEVIRT_EPHEMERAL) == "true":
+            return _FIRST_CONSUMER
+        if explicit in ROLES:
+            return _judged(_EXPLICIT[explicit], namespace, policy, requester)
+    labels = metadata.get("labels") or {}
+    for selector in _selectors(policy.role_selectors):
+        if (selector.key is None or labels.get(selector.key) == selector.value) and selector_matches(
+            selector.selector, labels
+        ):
+            return _judged(selector.found, namespace, policy, requester)
+    return _UNMATCHED
+
+
+@dataclass(frozen=True)
+class _Selector:
+    """A role selector of the policy, with the answer it gives and its first `matchLabels` pair (`key` None when
+    it has none): a pod that lacks that label is passed over with one lookup, as most pods are by every selector,
+    before `selector_matches` checks the whole selector."""
+
+    selector: Json
+    found: RoleDecision
+    key: str | None
+    value: object
+
+
+def _compiled(role_selectors: Mapping[str, tuple[Json, ...]]) -> tuple[_Selector, ...]:
+    """The policy's role selectors in the order they are tried: by role (ROLES' order), then as listed."""
+    return tuple(
+        _Selector(selector, RoleDecision(role, f"labels match roles.{role}.selectors[{index}]"), *_first(selector))
+        for role in ROLES
+        for index, selector in enumerate(role_selectors.get(role, ()))
+    )
+
+
+_selectors = Latest(_compiled)
+
+
+def _first(selector: Json) -> tuple[str | None, object]:
+    for key, value in (selector.get("matchLabels") or {}).items():
+        return key, value
+    return None, None
 
 
 def trusted(policy: Policy, namespace: str, requester: str | None) -> bool:

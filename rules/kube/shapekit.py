@@ -6,7 +6,7 @@ passes it), `walk` names each problem with its path (run only for a value `ok` r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,18 +97,20 @@ class obj(Shape):
         self._nested = tuple((key, shape.ok) for key, shape in fields.items() if shape.kind is None)
 
     def ok(self, value: Any) -> bool:
+        # `value.get(key)` each time, not a bound `get`: the interpreter calls a dict method in place, and
+        # binding one cost more than it saved. Most shapes require nothing: the test skips an empty loop.
         if not isinstance(value, dict):
             return False
-        get = value.get
-        for key in self.required:
-            if get(key) is None:
-                return False
+        if self.required:
+            for key in self.required:
+                if value.get(key) is None:
+                    return False
         for key, kind in self._typed:
-            item = get(key)
+            item = value.get(key)
             if item is not None and not isinstance(item, kind):
                 return False
         for key, check in self._nested:
-            item = get(key)
+            item = value.get(key)
             if item is not None and not check(item):
                 return False
         return self.extra is None or self.extra.ok(value)
@@ -128,12 +130,38 @@ class obj(Shape):
             self.extra.walk(value, path, out)
 
 
-class list_of(Shape):
+class _Items(Shape):
+    """A list's items, or a map's values, all of one shape. Their check is in `ok` itself, not in a helper
+    both call: a call per list and map of every review."""
+
+    container: type
+
     def __init__(self, item: Shape) -> None:
         self.item = item
+        self._kind = item.kind
+        self._check = item.ok
 
     def ok(self, value: Any) -> bool:
-        return isinstance(value, list) and _all_ok(self.item, value)
+        if not isinstance(value, self.container):
+            return False
+        items: Any = value  # the test above leaves `value` a bare object to the type checker
+        if self.container is dict:
+            items = items.values()
+        kind = self._kind
+        if kind is not None:
+            for element in items:  # noqa: SIM110 (plain loops: a generator per list cost more than its checks)
+                if not isinstance(element, kind):
+                    return False
+            return True
+        check = self._check
+        for element in items:  # noqa: SIM110
+            if not check(element):
+                return False
+        return True
+
+
+class list_of(_Items):
+    container = list
 
     def walk(self, value: Any, path: str, out: Problems) -> None:
         if not isinstance(value, list):
@@ -143,12 +171,8 @@ class list_of(Shape):
             self.item.walk(element, f"{path}[{i}]", out)
 
 
-class map_of(Shape):
-    def __init__(self, item: Shape) -> None:
-        self.item = item
-
-    def ok(self, value: Any) -> bool:
-        return isinstance(value, dict) and _all_ok(self.item, value.values())
+class map_of(_Items):
+    container = dict
 
     def walk(self, value: Any, path: str, out: Problems) -> None:
         if not isinstance(value, dict):
@@ -156,19 +180,3 @@ class map_of(Shape):
             return
         for key, element in value.items():
             self.item.walk(element, f"{path}[{key}]", out)
-
-
-def _all_ok(shape: Shape, values: Iterable[Any]) -> bool:
-    """Whether every value has the shape. Plain loops, not `all()` over a generator: a generator per list cost
-    more than the checks of its items."""
-    kind = shape.kind
-    if kind is not None:
-        for value in values:  # noqa: SIM110
-            if not isinstance(value, kind):
-                return False
-        return True
-    check = shape.ok
-    for value in values:  # noqa: SIM110
-        if not check(value):
-            return False
-    return True

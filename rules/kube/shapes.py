@@ -29,9 +29,12 @@ class _Annotations(Shape):
     """Only the values rules parse must be strings: a foreign tool's odd value is not ours to refuse."""
 
     def ok(self, value: Any) -> bool:
-        return isinstance(value, dict) and all(
-            isinstance(item, str) or not str(key).startswith(_PARSED_PREFIXES) for key, item in value.items()
-        )
+        if not isinstance(value, dict):
+            return False
+        for key, item in value.items():  # a plain loop: a generator cost more than its checks
+            if not isinstance(item, str) and str(key).startswith(_PARSED_PREFIXES):
+                return False
+        return True
 
     def walk(self, value: Any, path: str, out: Problems) -> None:
         if not isinstance(value, dict):
@@ -181,12 +184,18 @@ SHAPES: dict[str, Shape] = {
 }
 
 
+def well_formed(kind: str, value: Any) -> bool:
+    """Whether an object of `kind` has no problem in the fields rules read: what every review asks first, without
+    building the `Problems` that only an object that has some needs."""
+    shape = SHAPES.get(kind)
+    return shape is None or shape.ok(value)
+
+
 def object_problems(kind: str, value: Any) -> Problems:
     """The problems of an object of `kind` in the fields rules read; kinds no rule reads have none."""
     out = Problems()
-    shape = SHAPES.get(kind)
-    if shape is not None and not shape.ok(value):
-        shape.walk(value, "", out)
+    if not well_formed(kind, value):
+        SHAPES[kind].walk(value, "", out)
     return out
 
 

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from rules import pipeline
 from rules.context import BadObject
-from rules.model import Json
+from rules.model import Decision, Json
 from rules.policy import Policy
 from rules.quoting import escaped
 from rules.reports import OPENREPORTS, build_reports
@@ -292,3 +292,18 @@ def test_the_log_format_escapes_messages_and_tracebacks() -> None:
 def test_escaping_twice_changes_nothing(text: str) -> None:
     """Why later escaping (the admission warnings, the denial message) leaves a message made escaped as it is."""
     assert escaped(escaped(text)) == escaped(text)
+
+
+@pytest.mark.parametrize("field", ["failure", "over_budget"])
+def test_a_decision_stores_its_texts_escaped_however_they_are_set(field: str) -> None:
+    """A decision's two text fields are escaped by the record itself, when made and whenever set, so no writer
+    (the pipeline, a rule, a test) can forget it; None stays None."""
+    raw, shown = "timeout \x1b]0;x\x07 \u202e", "timeout \\x1b]0;x\\x07 \\u202e"
+    made = Decision(failure=raw) if field == "failure" else Decision(over_budget=raw)
+    assert getattr(made, field) == shown
+    later = Decision()
+    assert getattr(later, field) is None
+    setattr(later, field, raw)
+    assert getattr(later, field) == shown
+    setattr(later, field, None)
+    assert getattr(later, field) is None

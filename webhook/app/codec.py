@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from rules.messages import counted, denial_message
 from rules.model import Decision, Json, Subject
@@ -39,13 +39,14 @@ class ReviewError(Exception):
         self.status = status
 
 
-@dataclass(frozen=True)
+@dataclass
 class AdmissionRequest:
-    """A decoded review: what the answer must echo (apiVersion, uid) and the object under review."""
+    """A decoded review: what the answer must echo (apiVersion, uid) and the object under review. `Final` fields,
+    not frozen, as `Subject`'s are (rules/model.py says why)."""
 
-    api_version: str
-    uid: str
-    subject: Subject
+    api_version: Final[str]
+    uid: Final[str]
+    subject: Final[Subject]
 
 
 def decode_review(body: bytes) -> AdmissionRequest:
@@ -64,6 +65,8 @@ def decode_review(body: bytes) -> AdmissionRequest:
 
 
 def request_from_document(doc: Any) -> AdmissionRequest:
+    """The request of a decoded AdmissionReview, or ReviewError naming the first field that is wrong. Each field
+    is read once (every review comes through here); a Mapping that is not a dict is copied into one."""
     if not isinstance(doc, (dict, Mapping)):  # dict first: the ABC check is far dearer
         raise ReviewError("request body is not an AdmissionReview: expected a JSON object")
     if doc.get("kind") != "AdmissionReview":
@@ -76,44 +79,43 @@ def request_from_document(doc: Any) -> AdmissionRequest:
     request = doc.get("request")
     if not isinstance(request, (dict, Mapping)):
         raise ReviewError("AdmissionReview has no request" if request is None else "request must be an object")
-    uid = request.get("uid")
+    get = request.get
+    uid = get("uid")
     if not isinstance(uid, str) or not uid:
         raise ReviewError("request.uid is required (a non-empty string)")
-    kind = request.get("kind")
+    kind = get("kind")
     if not isinstance(kind, (dict, Mapping)) or not isinstance(kind.get("kind"), str):
         raise ReviewError("request.kind is required (an object with group, version and kind)")
-    operation = request.get("operation")
+    operation = get("operation")
     if not isinstance(operation, str) or not operation:
         raise ReviewError("request.operation is required (CREATE, UPDATE, DELETE or CONNECT)")
-    obj = request.get("object")
-    old = request.get("oldObject")
-    for name, value in (("object", obj), ("oldObject", old)):
-        if value is not None and not isinstance(value, (dict, Mapping)):
-            raise ReviewError(f"request.{name} must be an object")
-    if operation in ("CREATE", "UPDATE") and obj is None:
+    obj = _object(get("object"), "object")
+    old = _object(get("oldObject"), "oldObject")
+    if obj is None and operation in ("CREATE", "UPDATE"):
         raise ReviewError(f"request.object is required for {operation}")
-    for name in ("namespace", "name"):
-        if request.get(name) is not None and not isinstance(request.get(name), str):
-            raise ReviewError(f"request.{name} must be a string")
-    dry_run = request.get("dryRun", False)
+    namespace = get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        raise ReviewError("request.namespace must be a string")
+    name = get("name")
+    if name is not None and not isinstance(name, str):
+        raise ReviewError("request.name must be a string")
+    dry_run = get("dryRun", False)
     if dry_run is not None and not isinstance(dry_run, bool):
         raise ReviewError("request.dryRun must be true or false")
-    user = _username(request.get("userInfo"))
-    return AdmissionRequest(
-        api_version=str(api_version),
-        uid=uid,
-        subject=Subject(
-            kind=kind["kind"],
-            operation=operation,
-            namespace=str(request.get("namespace") or ""),
-            name=str(request.get("name") or ""),
-            obj=dict(obj) if obj is not None else None,
-            old=dict(old) if old is not None else None,
-            dry_run=bool(dry_run),
-            group=str(kind.get("group") or ""),
-            user=user,
-        ),
-    )
+    group = str(kind.get("group") or "")
+    user = _username(get("userInfo"))
+    # Positional, in the order the fields are declared: keywords cost a dict per call, on every review.
+    subject = Subject(kind["kind"], operation, namespace or "", name or "", obj, old, bool(dry_run), group, user)
+    return AdmissionRequest(api_version, uid, subject)
+
+
+def _object(value: Any, name: str) -> Json | None:
+    """`request.object` or `request.oldObject`: absent, or a map (as a dict: the rules index dicts)."""
+    if value is None or type(value) is dict:
+        return value
+    if not isinstance(value, Mapping):
+        raise ReviewError(f"request.{name} must be an object")
+    return dict(value)
 
 
 def _username(user_info: Any) -> str | None:
@@ -130,20 +132,24 @@ def _username(user_info: Any) -> str | None:
 
 def build_response(request: AdmissionRequest, decision: Decision, *, mutating: bool) -> Json:
     """The AdmissionReview answer, in the request's apiVersion, obeying every rule kube-apiserver checks."""
-    response: Json = {"uid": request.uid, "allowed": decision.allowed}
-    if not decision.allowed:
+    allowed = decision.allowed
+    response: Json = {"uid": request.uid, "allowed": allowed}
+    if not allowed:
         code, reason = (503, "ServiceUnavailable") if decision.denied_by_failure else (422, "Invalid")
         response["status"] = {"code": code, "reason": reason, "message": denial_message(decision)}
     elif mutating and decision.patch and request.subject.operation == "CREATE" and request.subject.obj is not None:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(dump_json(decision.patch)).decode()
-    warnings = clip_warnings(decision.warnings)
-    if warnings:
+    if decision.warnings and (warnings := clip_warnings(decision.warnings)):
         response["warnings"] = warnings
-    audit = {k: escaped(str(v)) for k, v in decision.audit.items() if _AUDIT_KEY.match(k) and len(k) <= 63}
-    if audit:
+    if decision.audit and (audit := _audit_annotations(decision.audit)):
         response["auditAnnotations"] = audit
     return {"apiVersion": request.api_version, "kind": "AdmissionReview", "response": response}
+
+
+def _audit_annotations(audit: Mapping[str, str]) -> dict[str, str]:
+    """The audit values under the keys the API server accepts (a qualified name's syntax, at most 63 long)."""
+    return {k: escaped(str(v)) for k, v in audit.items() if _AUDIT_KEY.match(k) and len(k) <= 63}
 
 
 def clip_warnings(warnings: list[str]) -> list[str]:
