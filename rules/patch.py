@@ -35,24 +35,36 @@ class PatchBuilder:
         return child
 
     def get(self, *path: str, default: Any = None) -> Any:
-        """The current value at `path` (relative to the scope): the latest write, else the original."""
-        full = self._prefix + path
-        for length in range(len(full), 0, -1):
-            if full[:length] in self._writes:
-                value = self._writes[full[:length]]
-                for part in full[length:]:
-                    if not isinstance(value, Mapping) or part not in value:
-                        return default
-                    value = value[part]
-                return value
+        """The current value at `path` (relative to the scope): the latest write, else the original.
+
+        The deepest write at or above `path` answers. Reviews write two or three paths, so the common reads
+        (nothing written yet, or a read of the very path written) take one lookup before any prefix is sliced.
+        """
+        full = self._prefix + path if self._prefix else path
+        writes = self._writes
+        if writes:
+            if full in writes:
+                return writes[full]
+            for length in range(len(full) - 1, 0, -1):
+                value = writes.get(full[:length], _MISSING)
+                if value is not _MISSING:
+                    for part in full[length:]:
+                        if not isinstance(value, (dict, Mapping)) or part not in value:
+                            return default
+                        value = value[part]
+                    return value
         value = _lookup(self._doc, full)
         return default if value is _MISSING else value
 
     def set(self, *path: str, value: Any) -> None:
-        full = self._prefix + path
-        for existing in [p for p in self._writes if p[: len(full)] == full and p != full]:
-            del self._writes[existing]
-        self._writes[full] = value
+        """Write `value` at `path`, dropping every earlier write beneath it (this one replaces them whole)."""
+        full = self._prefix + path if self._prefix else path
+        writes = self._writes
+        if writes:
+            depth = len(full)
+            for beneath in [p for p in writes if len(p) > depth and p[:depth] == full]:
+                del writes[beneath]
+        writes[full] = value
 
     @property
     def written(self) -> bool:
@@ -118,9 +130,10 @@ def _operation(current: Any, path: Path, value: Any) -> Json:
 
 def _lookup(doc: Any, path: Sequence[str]) -> Any:
     for part in path:
-        if not isinstance(doc, Mapping) or part not in doc:
+        # dict first: the ABC check is far dearer; `get` with a sentinel reads once where `in` and `[]` read twice
+        doc = doc.get(part, _MISSING) if isinstance(doc, (dict, Mapping)) else _MISSING
+        if doc is _MISSING:
             return _MISSING
-        doc = doc[part]
     return doc
 
 

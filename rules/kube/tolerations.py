@@ -10,10 +10,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rules.kube.names import label_key_error, label_value_error
+from rules.memo import Memo
 from rules.model import Json
 
+TolerationKey = tuple[str, str, str, str, Any]
 
-def toleration_key(toleration: Mapping[str, Any]) -> tuple[str, str, str, str, Any]:
+
+def toleration_key(toleration: Mapping[str, Any]) -> TolerationKey:
     """Tolerations are the same when key, operator (default Equal), value, effect and tolerationSeconds are."""
     get = toleration.get  # once, not five times: every toleration of every placed pod is keyed
     return (
@@ -35,6 +38,37 @@ def merge_tolerations(own: Sequence[Json], extra: Sequence[Json]) -> list[Json]:
             seen.add(key)
             out.append(dict(toleration))
     return out
+
+
+def merge_policy_tolerations(own: Sequence[Json], policy_tolerations: Sequence[Json]) -> list[Json]:
+    """`merge_tolerations` with the policy's own list, whose keys are computed once per policy (the policy is
+    replaced on reload, never changed, so its list's identity says everything the keys depend on). Only the
+    pod's tolerations whose `key` field one of the policy's has can equal one of them, so only those are keyed:
+    a pod's own are most often the API server's two defaults, which no policy repeats."""
+    out = list(own)
+    distinct, names = _POLICY_KEYS.by_identity((policy_tolerations,), None, lambda: _distinct(policy_tolerations))
+    if not distinct:
+        return out
+    present = set()
+    for toleration in own:
+        if str(toleration.get("key") or "") in names:
+            present.add(toleration_key(toleration))
+    for key, toleration in distinct:
+        if key not in present:
+            out.append(dict(toleration))
+    return out
+
+
+#: Per policy list: each toleration first of its key, with its key; and the `key` fields among them.
+_Distinct = tuple[tuple[tuple[TolerationKey, Json], ...], frozenset[str]]
+_POLICY_KEYS: Memo[_Distinct] = Memo(64)
+
+
+def _distinct(tolerations: Sequence[Json]) -> _Distinct:
+    keyed: dict[TolerationKey, Json] = {}
+    for toleration in tolerations:
+        keyed.setdefault(toleration_key(toleration), toleration)
+    return tuple(keyed.items()), frozenset(key[0] for key in keyed)
 
 
 #: Taint effects the scheduler filters on; PreferNoSchedule only scores.

@@ -86,24 +86,32 @@ def access_class(modes: Sequence[str]) -> str | None:
 
 def pv_required_terms(pv: Mapping[str, Any] | None) -> tuple[Json, ...] | None:
     """A PV's `spec.nodeAffinity.required` terms, or None when it can be used from any node."""
-    required = (((pv or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
-    terms = required.get("nodeSelectorTerms") or ()
+    if not pv:
+        return None
+    required = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
+    terms = required.get("nodeSelectorTerms")
     return tuple(map(dict, terms)) if terms else None
 
 
 def claim_pv(view: ClusterView, namespace: str, pvc: Mapping[str, Any] | None) -> Json | None:
     """The PV a claim names in `spec.volumeName`, only when that PV's `claimRef` names this claim back: a claim
     may name any PV, and one bound to another namespace's claim is none of its business (its node affinity, its
-    driver). A PV not bound yet (no claimRef) is not the claim's either, until the binder makes it so."""
-    volume_name = ((pvc or {}).get("spec") or {}).get("volumeName")
+    driver). A PV not bound yet (no claimRef) is not the claim's either, until the binder makes it so.
+
+    Each test returns as soon as it fails: every claim of every review asks, and most claims are not bound to a
+    PV the index knows."""
+    volume_name = ((pvc.get("spec") or {}).get("volumeName")) if pvc else None
     pv = view.pv(str(volume_name)) if volume_name else None
-    ref = ((pv or {}).get("spec") or {}).get("claimRef")
-    if pv is None or not isinstance(ref, Mapping):
+    if pv is None:
+        return None
+    ref = (pv.get("spec") or {}).get("claimRef")
+    if not isinstance(ref, (dict, Mapping)):  # dict first: the ABC check is far dearer
         return None
     meta = (pvc or {}).get("metadata") or {}
-    uids = (ref.get("uid"), meta.get("uid"))
-    same_uid = not all(uids) or uids[0] == uids[1]
-    return pv if (ref.get("namespace"), ref.get("name")) == (namespace, meta.get("name")) and same_uid else None
+    if ref.get("namespace") != namespace or ref.get("name") != meta.get("name"):
+        return None
+    ref_uid, uid = ref.get("uid"), meta.get("uid")
+    return pv if not (ref_uid and uid) or ref_uid == uid else None
 
 
 def ephemeral_claim_name(pod_name: str, volume_name: str) -> str:

@@ -37,7 +37,7 @@ from rules.kube.nodeaffinity import (
     terms_imply,
     terms_key,
 )
-from rules.kube.tolerations import merge_tolerations
+from rules.kube.tolerations import merge_policy_tolerations
 from rules.kube.volumes import SELECTED_NODE, WAIT_FOR_FIRST_CONSUMER, ClaimVolume, node_local_terms, storage_class_of
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.loadaffinity.nodeagents import restrict_to_node_agents, warn_selected_node
@@ -363,6 +363,6 @@ def apply_terms(ctx: Context, target: PodTarget, load: LoadTerms, volumes: Seque
 def add_tolerations(target: PodTarget, tolerations: Sequence[Json]) -> None:
     """docs/design.md#5-load-affinity, step 6: the policy's tolerations the pod lacks, compared on all five fields."""
     current = list(target.patch.get("spec", "tolerations", default=None) or [])
-    merged = merge_tolerations(current, tolerations)
+    merged = merge_policy_tolerations(current, tolerations)
     if merged:
         target.patch.set("spec", "tolerations", value=merged)

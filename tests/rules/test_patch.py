@@ -3,7 +3,7 @@ from __future__ import annotations
 import copy
 
 import jsonpatch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rules.model import Json
@@ -147,3 +147,74 @@ def test_pointer_escapes_only_what_needs_it() -> None:
     assert pointer(("spec", "nodeName")) == "/spec/nodeName"
     assert pointer(("metadata", "annotations", "a/b~c")) == "/metadata/annotations/a~1b~0c"
     assert pointer(("m", "~")) == "/m/~0"
+
+
+class _Overlay:
+    """The builder's read/write contract, written the plain way: a read is answered by the deepest write at or
+    above its path (then walked down), else by the original; a write drops every earlier write beneath it."""
+
+    def __init__(self, doc: Json) -> None:
+        self.doc = doc
+        self.writes: dict[tuple[str, ...], object] = {}
+
+    def get(self, path: tuple[str, ...]) -> object:
+        for length in range(len(path), 0, -1):
+            if path[:length] in self.writes:
+                value = self.writes[path[:length]]
+                break
+        else:
+            length, value = 0, self.doc
+        for part in path[length:]:
+            if not isinstance(value, dict) or part not in value:
+                return _GONE
+            value = value[part]
+        return value
+
+    def set(self, path: tuple[str, ...], value: object) -> None:
+        for existing in [p for p in self.writes if p[: len(path)] == path and p != path]:
+            del self.writes[existing]
+        self.writes[path] = value
+
+
+_FEW = st.sampled_from(["spec", "a/b", "n"])  # few keys, so reads and writes often meet at, above or beneath
+_FEW_VALUES = st.recursive(
+    st.none() | st.integers(0, 2),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(_FEW, inner, max_size=2),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    doc=st.dictionaries(_FEW, _FEW_VALUES, max_size=3),
+    prefix=st.lists(_FEW, max_size=1).map(tuple),
+    steps=st.lists(
+        st.tuples(st.booleans(), st.lists(_FEW, min_size=1, max_size=3).map(tuple), _FEW_VALUES), max_size=10
+    ),
+)
+@example(  # read beneath a write, a write beneath a write, then one above both
+    doc={"spec": {"n": 0}},
+    prefix=(),
+    steps=[
+        (True, ("spec",), {"n": {"a/b": 1}}),
+        (False, ("spec", "n", "a/b"), None),
+        (True, ("spec", "n", "a/b"), 2),
+        (False, ("spec", "n"), None),
+        (True, ("spec", "n"), 0),
+        (False, ("spec", "n", "a/b"), None),
+    ],
+)
+def test_reads_and_writes_agree_with_the_plain_overlay(
+    doc: Json, prefix: tuple[str, ...], steps: list[tuple[bool, tuple[str, ...], object]]
+) -> None:
+    """Every read sees the latest write at or above it (exact, deeper, shallower, or none), through a scope too;
+    a write drops the writes beneath it, so the patch is the plain overlay's."""
+    builder = PatchBuilder(doc).scoped(prefix) if prefix else PatchBuilder(doc)
+    overlay = _Overlay(doc)
+    for is_write, path, value in steps:
+        if is_write:
+            builder.set(*path, value=value)
+            overlay.set(prefix + path, value)
+        else:
+            assert builder.get(*path, default=_GONE) == overlay.get(prefix + path)
+    assert builder.operations() == _tree_diff(doc, overlay.writes)
