@@ -120,10 +120,20 @@ def audit_objects(
 ) -> list[ObjectAudit]:
     """Every object of an audited kind among `objects`, in the order to show them: Multi-Attach movers first.
     Without `now`, no pod is judged stuck."""
-    reports = [
-        audit_object(obj, view, policy, own_namespace, now) for obj in objects if obj.get("kind") in AUDITED_KINDS
-    ]
-    return sorted(reports, key=ObjectAudit.sort_key)
+    return sorted(audit_each(objects, view, policy, own_namespace, now), key=ObjectAudit.sort_key)
+
+
+def audit_each(
+    objects: Iterable[Mapping[str, Any]],
+    view: ClusterView,
+    policy: Policy,
+    own_namespace: str = "",
+    now: datetime | None = None,
+) -> list[ObjectAudit]:
+    """Every object of an audited kind among `objects`, in their order: for the in-server audit, whose metrics
+    and reports (rules/reports.py orders each namespace's results) need no order, and which would hold the worker
+    for the whole sort (30 ms for 20,000 reports) after its last time slice."""
+    return [audit_object(obj, view, policy, own_namespace, now) for obj in objects if obj.get("kind") in AUDITED_KINDS]
 
 
 def audit_object(

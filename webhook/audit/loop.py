@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Protocol, TypeVar, cast
 
 from rules import budget
-from rules.audit import ObjectAudit, audit_objects
+from rules.audit import ObjectAudit, audit_each
 from rules.causes import CODES
 from rules.cluster import LookupFailed
 from rules.loadaffinity.mutation import source_settings
@@ -129,12 +129,18 @@ class AuditLoop:
         view = cast(Indexed, runtime.view)
         held = [*view.objects("Pod"), *view.objects("ConfigMap"), *self._listed_workloads()]
         now = datetime.now(UTC)
-        known, fresh = self._known_refusals(held)
-        reports = audit_objects(_yielding(fresh), runtime.view, runtime.policy, runtime.namespace, now)
-        self._remember_refusals(fresh, reports, known)
-        reports = sorted([*reports, *known], key=ObjectAudit.sort_key)
-        counts = Counter((f.family, r.namespace) for r in reports for f in r.findings)
-        stuck = Counter(r.cause.code for r in reports if r.cause is not None)
+        known: list[ObjectAudit] = []
+        fresh = self._unrefused(held, known) if self._refused else held
+        reports = audit_each(_yielding(fresh), runtime.view, runtime.policy, runtime.namespace, now)
+        self._remember_refusals(held, reports, known)
+        reports += known
+        counts: Counter[tuple[str, str]] = Counter()
+        stuck: Counter[str] = Counter()
+        for report in reports:  # one plain loop: every pass over every report holds the worker
+            if report.findings:
+                counts.update((f.family, report.namespace) for f in report.findings)
+            if report.cause is not None:
+                stuck[report.cause.code] += 1
         for code in CODES:  # every code, so that a cause that went away reads 0
             metrics.AUDIT_STUCK.labels(code).set(stuck[code])
         for key in self._published - set(counts):
@@ -155,35 +161,39 @@ class AuditLoop:
         )
         return dict(counts)
 
-    def _known_refusals(self, held: list[Json]) -> tuple[list[ObjectAudit], list[Json]]:
-        """The reports of objects refused by the budget on an earlier run and unchanged since (the very object the
-        index held then), and the objects to audit."""
-        known: list[ObjectAudit] = []
-        fresh: list[Json] = []
+    def _unrefused(self, held: list[Json], known: list[ObjectAudit]) -> Iterator[Json]:
+        """The objects to audit; the reports of objects refused by the budget on an earlier run and unchanged since
+        (the very object the index held then) go to `known`. By identity: the objects are held here, so an id
+        found is that object's. A generator, so that the audit's time slices cover it."""
+        refused = {id(obj): report for obj, report in self._refused.values()}
         for obj in held:
-            refused = self._refused.get(_identity(obj))
-            if refused is not None and refused[0] is obj:
-                known.append(refused[1])
+            report = refused.get(id(obj))
+            if report is None:
+                yield obj
             else:
-                fresh.append(obj)
-        return known, fresh
+                known.append(report)
 
-    def _remember_refusals(self, audited: list[Json], reports: list[ObjectAudit], known: list[ObjectAudit]) -> None:
-        """Remember each object the budget refused on this run (logged once), and forget those gone or changed."""
-        by_key = {_identity(obj): obj for obj in audited}
+    def _remember_refusals(self, held: list[Json], reports: list[ObjectAudit], known: list[ObjectAudit]) -> None:
+        """Remember each object the budget refused on this run (logged once), and forget those gone or changed.
+        Only reports with findings are looked at, and the objects only when one is past the budget: this runs
+        after the audit's last time slice, so a pass over every object would hold the worker."""
         kept = {(r.kind, r.namespace, r.name) for r in known}
         refused = {key: value for key, value in self._refused.items() if key in kept}
+        over_budget = {}
         for report in reports:
-            over = next((f for f in report.findings if f.family == budget.FAMILY), None)
-            key = (report.kind, report.namespace, report.name)
-            if over is None or key not in by_key:
-                continue
-            refused[key] = (by_key[key], report)
-            log.warning(
-                "%s %s/%s is past the review budget (%s): reported, not audited again until it changes",
-                *key,
-                f"{over.field}: {over.message}" if over.field else over.message,
-            )
+            if report.findings and (over := next((f for f in report.findings if f.family == budget.FAMILY), None)):
+                over_budget[(report.kind, report.namespace, report.name)] = (report, over)
+        if over_budget:
+            by_key = {key: obj for obj in held if (key := _identity(obj)) in over_budget}
+            for key, (report, over) in over_budget.items():
+                if key not in by_key or key in kept:
+                    continue
+                refused[key] = (by_key[key], report)
+                log.warning(
+                    "%s %s/%s is past the review budget (%s): reported, not audited again until it changes",
+                    *key,
+                    f"{over.field}: {over.message}" if over.field else over.message,
+                )
         self._refused = refused
 
     def _listed_workloads(self) -> list[Json]:
@@ -204,7 +214,7 @@ class AuditLoop:
             return
         uids = {
             (str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name") or "")): str(meta["uid"])
-            for obj in held
+            for obj in _yielding(held)  # every object the index holds: in time slices, as the audit is
             if (meta := obj.get("metadata") or {}).get("uid")
         }
         try:
