@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: The longest stretch of auditing without handing the worker back to the requests it serves, and the pause then.
-SLICE = 0.002
+SLICE = 0.001
 PAUSE = 0.0005
 #: How often a loop with nothing to audit yet (state not synced, no valid policy) looks again.
 WAIT_POLL = 1.0
