@@ -161,7 +161,7 @@ def test_a_stored_object_past_the_budget_is_reported_once_and_not_audited_again(
 ) -> None:
     """A Pending pod with a claim and 10,000 terms held the worker 51 s at every run: it is refused at the typed
     boundary, reported under the budget family, logged once, and not audited again until the index replaces it."""
-    from rules.audit import audit_each
+    from rules.audit import audit_objects
     from testkit import hostile
 
     pod = hostile.pod("hostile", hostile.unnarrowable_terms(10_000), claim=hostile.CLAIM)
@@ -172,12 +172,12 @@ def test_a_stored_object_past_the_budget_is_reported_once_and_not_audited_again(
     rt = runtime(cluster)
     audited: list[str] = []
 
-    def counted(objects: Iterable[Any], *args: Any) -> Any:
+    def counted(objects: Iterable[Any], *args: Any, **options: Any) -> Any:
         held = list(objects)
         audited.extend(str(o["metadata"]["name"]) for o in held if o.get("kind") == "Pod")
-        return audit_each(held, *args)
+        return audit_objects(held, *args, **options)
 
-    monkeypatch.setattr("webhook.audit.loop.audit_each", counted)
+    monkeypatch.setattr("webhook.audit.loop.audit_objects", counted)
     loop = AuditLoop(rt, interval=60)
     with caplog.at_level("WARNING", logger="webhook.audit.loop"):
         first = loop.run_once()

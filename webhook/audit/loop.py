@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Protocol, TypeVar, cast
 
 from rules import budget
-from rules.audit import ObjectAudit, audit_each
+from rules.audit import ObjectAudit, audit_objects
 from rules.causes import CODES
 from rules.cluster import LookupFailed
 from rules.loadaffinity.mutation import source_settings
@@ -131,7 +131,7 @@ class AuditLoop:
         now = datetime.now(UTC)
         known: list[ObjectAudit] = []
         fresh = self._unrefused(held, known) if self._refused else held
-        reports = audit_each(_yielding(fresh), runtime.view, runtime.policy, runtime.namespace, now)
+        reports = audit_objects(_yielding(fresh), runtime.view, runtime.policy, runtime.namespace, now, ordered=False)
         self._remember_refusals(held, reports, known)
         reports += known
         counts: Counter[tuple[str, str]] = Counter()
