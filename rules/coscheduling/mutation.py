@@ -96,7 +96,7 @@ def _place(ctx: Context, target: PodTarget, result: Plan, *, node: str, lead: Ho
     if mode == REQUIRED_AFFINITY:
         terms = pin_terms(terms, node)
     if terms != original:
-        write_required(target, terms, lone_pin=original is None)
+        write_required(target, terms, prepared=original is None)  # a lone pin: fresh, one term
     if node_selector != (spec.get("nodeSelector") or {}):
         target.patch.set("spec", "nodeSelector", value=node_selector)
     if mode == NODE_NAME:

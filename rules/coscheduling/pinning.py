@@ -107,16 +107,17 @@ def current_terms(target: PodTarget) -> list[Json] | None:
     return selector_terms(target.patch.get("spec", *REQUIRED, default=None))
 
 
-def write_required(target: PodTarget, terms: Sequence[Mapping[str, Any]] | None, *, lone_pin: bool = False) -> None:
+def write_required(target: PodTarget, terms: Sequence[Mapping[str, Any]] | None, *, prepared: bool = False) -> None:
     """Write the required terms whole; when none remain, drop the key from its parent (never an empty list).
 
     Written as fresh copies: a cross product shares requirement objects between terms, and a shared object in
     the patch value would surface as a YAML alias in `review -o yaml` (which our own loader refuses). Terms past
     the review budget raise OverBudget instead: the patched pod would be refused when reviewed again.
-    `lone_pin`: the terms are `pin_terms(None, node)`, one term the caller just made: it shares nothing and fits
-    every budget, so it is written as it is (the common mover, which has no node affinity of its own).
+    `prepared`: the caller made the terms alias-free and within the budget already (a mover's lone pin, which
+    shares nothing and fits every budget; load affinity's remembered AND, copied and counted once), so they are
+    written as they are.
     """
-    if terms and lone_pin:
+    if terms and prepared:
         target.patch.set("spec", *REQUIRED, value={"nodeSelectorTerms": list(terms)})
         return
     if terms:

@@ -347,12 +347,9 @@ def combine_terms(current: list[Json] | None, load: LoadTerms, volumes: Sequence
 def apply_terms(ctx: Context, target: PodTarget, load: LoadTerms, volumes: Sequence[ClaimVolume]) -> None:
     combined = combine_terms(current_terms(target), load, volumes)
     if combined.changed:
-        if not combined.terms:  # no terms left: `write_required` drops the key
-            write_required(target, combined.terms)
-        elif combined.excess is not None:
+        if combined.excess is not None:
             raise placement_over_budget(combined.excess, target.field("spec." + ".".join(REQUIRED)))
-        else:
-            target.patch.set("spec", *REQUIRED, value={"nodeSelectorTerms": combined.terms})
+        write_required(target, combined.terms, prepared=True)
     nodes = ctx.view.node_set()
     if len(nodes) and not nodes.admits_any(("terms", combined.key), combined.terms):
         ctx.warn(
