@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rules import budget, pipeline
+from rules import budget, deadline, pipeline
 from rules.annotations import FOLLOWS_VM, LOAD_AFFINITY_APPLIED, NODE_AGENT_RESTRICTED
 from rules.causes import NO_NODE_AGENT, Stuck, StuckCause, duration, storage_role, stuck_cause, stuck_seconds
 from rules.checks.trust import FAMILY as ROLE_TRUST
@@ -29,12 +29,13 @@ from rules.context import BadObject, PodTarget
 from rules.coscheduling.anchors import name_of, plan
 from rules.datasource.scope import cdi_trust_problem, filling_worker
 from rules.datasource.vm import vm_disk_problems
+from rules.deadline import PastDeadline
 from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
 from rules.kube.workloads import TEMPLATE_PATHS
 from rules.loadaffinity.nodeagents import FAMILY as NODE_AGENT
 from rules.loadaffinity.nodeagents import pending_pod_problem
 from rules.model import Decision, Json, Subject
-from rules.pipeline import RULE_ERROR, STRICT_FAMILIES
+from rules.pipeline import PAST_DEADLINE, RULE_ERROR, STRICT_FAMILIES
 from rules.policy import Policy, validation_families
 from rules.quoting import ShownText
 
@@ -133,50 +134,108 @@ def audit_objects(
 def audit_object(
     obj: Mapping[str, Any], view: ClusterView, policy: Policy, own_namespace: str = "", now: datetime | None = None
 ) -> ObjectAudit:
+    """One object's audit. Each webhook's rules run under their own review deadline, as in admission, and the
+    audit's own work after them (where the pod would go, why it waits) under one more: an object past any of them
+    is reported as not audited (`budget`), which the in-server audit remembers until the object changes."""
     metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     assert isinstance(metadata, Mapping)
     kind = str(obj.get("kind"))
     namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
     report = ObjectAudit(kind, namespace, name)
+    try:
+        _audit(report, obj, view, policy, own_namespace=own_namespace, now=now)
+    except PastDeadline as exc:  # the audit's own work, after the webhooks' rules
+        report.findings = [f for f in report.findings if f.family != budget.FAMILY]
+        report.findings.append(not_audited(str(exc), policy))
+    return report
+
+
+def not_audited(why: str, policy: Policy) -> AuditFinding:
+    """The finding of an object whose review ran past the review deadline: reported, not audited."""
+    return AuditFinding(budget.FAMILY, "", f"not audited: {why}", policy.enforcement_for(budget.FAMILY))
+
+
+def _audit(
+    report: ObjectAudit,
+    obj: Mapping[str, Any],
+    view: ClusterView,
+    policy: Policy,
+    *,
+    own_namespace: str,
+    now: datetime | None,
+) -> None:
+    kind, namespace, name = report.kind, report.namespace, report.name
     if kind == "VirtualMachine":  # its disks against its constraints; admission never sees a VM
-        report.findings = [AuditFinding(VM_DISK, f, m, "deny") for f, m in vm_disk_problems(obj, view)]
-        return report
+        with deadline.running():
+            report.findings = [AuditFinding(VM_DISK, f, m, "deny") for f, m in vm_disk_problems(obj, view)]
+        return
     subject = Subject(kind=kind, operation="CREATE", namespace=namespace, name=name, obj=dict(obj))
     try:
         if kind in TEMPLATE_PATHS:  # nothing to place: a workload is stored, its template is what pods come from
-            report.findings = _findings(pipeline.validate(subject, view, policy, own_namespace, existing=True))
-            return report
+            validation = pipeline.validate(subject, view, policy, own_namespace, existing=True)
+            report.findings = _findings(validation)
+            _past_deadline(report, policy, validation)
+            return
         chain = pipeline.mutate_then_validate(subject, view, policy, own_namespace)
     except BadObject as exc:
         report.findings = [AuditFinding("object", path, message, "deny") for path, message in exc.problems]
-        return report
+        return
     mutation, final = chain.mutation, chain.final or {}
     # Mutators only warn: the findings are validation's (a value the boundary refuses is reported by both).
     report.findings = _findings(chain.validation)
+    if _past_deadline(report, policy, chain.validation, mutation):
+        return
     if mutation.over_budget is not None or chain.validation.over_budget is not None:
         if chain.validation.over_budget is None:  # the placement, not the object itself, would pass a limit
             severity = policy.enforcement_for(budget.FAMILY)
             report.findings.append(AuditFinding(budget.FAMILY, "", mutation.over_budget or "", severity))
-        return report  # where it would go and why it waits would cost past the budget too
+        return  # where it would go and why it waits would cost past the budget too
     if kind != "Pod" or not mutation.allowed:
-        return report
+        return
+    with deadline.running():
+        _placed(report, subject, final, mutation, view=view, policy=policy, own_namespace=own_namespace, now=now)
+
+
+def _placed(
+    report: ObjectAudit,
+    subject: Subject,
+    final: Json,
+    mutation: Decision,
+    *,
+    view: ClusterView,
+    policy: Policy,
+    own_namespace: str,
+    now: datetime | None,
+) -> None:
+    """What only the audit asks of a pod admission would let in: grants it holds untrusted, where it sits
+    against where admission would place it, and why it waits."""
     target = pipeline.pod_target(subject, policy, own_namespace)
     severity = policy.enforcement_for(ROLE_TRUST)
     report.findings += [AuditFinding(ROLE_TRUST, f, m, severity) for f, m in untrusted_grants(target, policy)]
     report.role = storage_role(target)
-    report.phase = str((obj.get("status") or {}).get("phase") or "Pending")
-    node = str((obj.get("spec") or {}).get("nodeName") or "")
+    pod = subject.obj or {}
+    report.phase = str((pod.get("status") or {}).get("phase") or "Pending")
+    node = str((pod.get("spec") or {}).get("nodeName") or "")
     report.node = node
     if report.role in PLACED_ROLES:
         _placement(report, target, node, final=final, mutation=mutation, view=view, policy=policy)
     if now is not None and report.role:
-        _stuck(report, subject.obj or {}, target, view=view, policy=policy, now=now)
+        _stuck(report, pod, target, view=view, policy=policy, now=now)
     told = report.cause is not None and report.cause.code == NO_NODE_AGENT  # the stuck-pod finding says it
     if report.role in ("backup", "restore") and report.phase == "Pending" and not told:
-        problem = pending_pod_problem(view, policy, namespace, final.get("spec") or {})
+        problem = pending_pod_problem(view, policy, report.namespace, final.get("spec") or {})
         if problem is not None:
             report.findings.append(AuditFinding(NODE_AGENT, *problem, "warn"))
-    return report
+
+
+def _past_deadline(report: ObjectAudit, policy: Policy, *decisions: Decision) -> bool:
+    """Whether a webhook's rules ran past the review deadline: then its `budget` finding reads "not audited"."""
+    past = next((d.audit[PAST_DEADLINE] for d in decisions if PAST_DEADLINE in d.audit), None)
+    if past is None:
+        return False
+    report.findings = [f for f in report.findings if f.family != budget.FAMILY]
+    report.findings.append(not_audited(past, policy))
+    return True
 
 
 def untrusted_grants(target: PodTarget, policy: Policy) -> list[tuple[str, str]]:

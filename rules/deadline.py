@@ -45,7 +45,8 @@ class Deadline:
             return
         left = self._cpu - time.thread_time()
         if left <= 0:
-            raise PastDeadline(f"the rules ran past the review deadline of {self._seconds * 1000:g} ms of CPU time")
+            spent = f"{self._seconds * 1000:g} ms of CPU time"
+            raise PastDeadline(f"past the review deadline: the rules spent {spent} on it")
         self._wall = time.perf_counter() + left  # the rest was spent waiting or preempted: not charged
 
     def extend(self, cpu: float, wall: float) -> None:
@@ -65,9 +66,10 @@ def check() -> None:
 
 
 @contextmanager
-def running(seconds: float = REVIEW_SECONDS) -> Iterator[Deadline]:
-    """Run the enclosed rules under a fresh deadline (nested: the inner one holds until it ends)."""
-    deadline = Deadline(seconds)
+def running(seconds: float | None = None) -> Iterator[Deadline]:
+    """Run the enclosed rules under a fresh deadline of `seconds` (default REVIEW_SECONDS, read at each call);
+    nested, the inner one holds until it ends."""
+    deadline = Deadline(REVIEW_SECONDS if seconds is None else seconds)
     token = _CURRENT.set(deadline)
     try:
         yield deadline

@@ -16,10 +16,11 @@ from typing import Any
 
 import jsonpatch
 
-from rules import budget, registry
+from rules import budget, deadline, registry
 from rules.budget import OverBudget
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, Context, PodTarget
+from rules.deadline import PastDeadline
 from rules.kube.shapes import object_problems, well_formed
 from rules.kube.workloads import POD_KINDS, TEMPLATE_PATHS, template_of, template_spec
 from rules.model import Decision, Finding, Json, Severity, Subject
@@ -37,30 +38,44 @@ STRICT_FAMILIES = frozenset({"policy", "object"})
 #: The family of a rule that raised. It follows the policy's global `enforcement`: with `deny` (the default) a
 #: validation that could not be computed denies (fail closed); an operator who chose `warn` gets a warning.
 RULE_ERROR = "internal"
+#: The audit annotation of a review whose rules ran past the review deadline (rules/deadline.py); one past a
+#: limit of the budget has `over-budget`.
+PAST_DEADLINE = "past-deadline"
 
 
 def mutate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: str = "") -> Decision:
-    """The mutating webhook's decision: patch operations only on CREATE of a Pod or Job."""
+    """The mutating webhook's decision: patch operations only on CREATE of a Pod or Job. Its rules, the typed
+    boundary included, run under one review deadline (rules/deadline.py): past it, the object is answered as one
+    past the budget, and nothing of the mutation is applied."""
     ctx = Context(subject, view, policy, own_namespace)
+    with deadline.running():
+        try:
+            _mutate(ctx)
+        except PastDeadline as exc:  # outside a rule: the boundary, the role or the workload's template
+            _over_budget(ctx, exc, mutating=True)
+    return ctx.decision
+
+
+def _mutate(ctx: Context) -> None:
+    subject, policy, own_namespace = ctx.subject, ctx.policy, ctx.own_namespace
     if subject.kind in POD_KINDS and subject.operation != "CREATE":
         ctx.reason(f"operation {subject.operation} is not mutated: only CREATE is")
     if subject.operation != "CREATE" or subject.kind not in POD_KINDS or not isinstance(subject.obj, dict):
-        return ctx.decision
+        return
     if not _checked(ctx, mutating=True):
-        return ctx.decision
+        return
     target = pod_target(subject, policy, own_namespace)
     ctx.reason(f"role: {target.role.role or 'none'} ({target.role.reason})")
     if target.role.exempt:  # an excluded namespace, a mirror pod: no rule may change it
-        return ctx.decision
+        return
     mutator = registry.MUTATORS.get(target.role.role or "")
     if mutator is not None and not _run(ctx, mutator, target, mutating=True):
-        return ctx.decision
+        return
     for rule in registry.POD_MUTATORS:
         if not _run(ctx, rule, target, mutating=True):
-            return ctx.decision
+            return
     if target.patch.written:
         ctx.decision.patch = target.patch.operations()
-    return ctx.decision
 
 
 def validate(
@@ -68,28 +83,39 @@ def validate(
 ) -> Decision:
     """The validating webhook's decision: findings with enforcement applied. `existing` (the audit): the object is
     stored already, so a workload's pods have been created or come later, and its template is checked as a changed
-    one is, by the template rules (a Job's pods are audited as Pods)."""
+    one is, by the template rules (a Job's pods are audited as Pods). Its rules run under their own review
+    deadline, as the mutation's do."""
     ctx = Context(subject, view, policy, own_namespace)
+    with deadline.running():
+        try:
+            _validate(ctx, existing=existing)
+        except PastDeadline as exc:  # outside a rule: the boundary, the role or the workload's template
+            _over_budget(ctx, exc, mutating=False)
+    _apply_enforcement(ctx)
+    return ctx.decision
+
+
+def _validate(ctx: Context, *, existing: bool) -> None:
+    subject, policy, own_namespace = ctx.subject, ctx.policy, ctx.own_namespace
     if subject.operation not in ("CREATE", "UPDATE"):
         ctx.reason(f"operation {subject.operation} is not checked: only CREATE and UPDATE are")
     if not isinstance(subject.obj, dict) or subject.operation not in ("CREATE", "UPDATE"):
-        return ctx.decision
+        return
     path = TEMPLATE_PATHS.get(subject.kind)
     updated = existing and path is not None  # a template checked whole, as the pods it will create are
     if path is not None and subject.operation == "UPDATE":
         if template_of(subject.obj, path) == template_of(subject.old, path):
             # Scaling, a status or a label of the workload: no new pod comes from this, so nothing to check.
             ctx.reason("pod template unchanged")
-            return ctx.decision
+            return
         updated = True
     if not _checked(ctx):
-        _apply_enforcement(ctx)
-        return ctx.decision
+        return
     if subject.kind == "Pod" or path is not None:
         target = pod_target(subject, policy, own_namespace)
         if target.role.exempt:
             ctx.reason(f"exempt: {target.role.reason}")
-            return ctx.decision
+            return
         rule_ctx = ctx
         validators = registry.POD_VALIDATORS if subject.kind in POD_KINDS else registry.TEMPLATE_VALIDATORS
         if updated:
@@ -101,11 +127,10 @@ def validate(
                 break  # answered at once: no further rule spends on an object past a limit
     elif subject.kind == "ConfigMap":
         for cm_rule in registry.CONFIG_MAP_VALIDATORS:
-            _run(ctx, cm_rule, subject.obj)
+            if not _run(ctx, cm_rule, subject.obj) and ctx.decision.over_budget is not None:
+                break
         if not ctx.decision.reasons:  # each rule says which ConfigMap it checks it as
             ctx.reason("not a policy or Velero node-agent ConfigMap: no rule checks it")
-    _apply_enforcement(ctx)
-    return ctx.decision
 
 
 @dataclass(frozen=True)
@@ -185,8 +210,10 @@ __all__ = [
 def _run(ctx: Context, rule: Callable[[Context, Any], None], target: Any, *, mutating: bool = False) -> bool:
     """Run one rule. Unreadable cluster state follows `onLookupFailure`; a rule that raises is a bug: logged,
     recorded for the metric, its mutation discarded whole, and in validation a finding (fail closed).
-    True when the rule completed."""
+    True when the rule completed. The deadline is checked before each rule too, so that a rule whose loops do not
+    check it still ends the review at the next rule."""
     try:
+        deadline.check()
         rule(ctx, target)
     except LookupFailed as exc:
         _fail(ctx, f"cluster state unavailable: {exc}")
@@ -209,13 +236,15 @@ def _run(ctx: Context, rule: Callable[[Context, Any], None], target: Any, *, mut
 
 
 def _over_budget(ctx: Context, exc: OverBudget, *, mutating: bool) -> None:
-    """An object past a limit of rules/budget.py, or a placement that would be: answered at once, naming the
-    limit. Nothing of the mutation is applied (the caller stops and drops the patch); the policy's global
-    enforcement makes it a denial or, with `warn`, a warning (validation relaxes its findings itself)."""
-    why = f"over the review budget: {exc}"
+    """An object past a limit of rules/budget.py, a placement that would be, or rules past the review deadline:
+    answered at once, naming the limit or the deadline. Nothing of the mutation is applied (the caller stops and
+    drops the patch); the policy's global enforcement makes it a denial or, with `warn`, a warning (validation
+    relaxes its findings itself). The audit annotation says which: `over-budget` or `past-deadline`."""
+    past = isinstance(exc, PastDeadline)
+    why = str(exc) if past else f"over the review budget: {exc}"
     where = f"{exc.field}: {why}" if exc.field else why
     ctx.decision.over_budget = where
-    ctx.audit("over-budget", where)
+    ctx.audit(PAST_DEADLINE if past else "over-budget", where)
     if mutating and ctx.policy.enforcement_for(budget.FAMILY) == "warn":
         ctx.warn(f"storage-affinity-webhook admitted this unchanged: {where}")
     else:

@@ -10,6 +10,7 @@ what the pod and the scheduler say (scheduler.py); stuck.py holds the pod and th
 
 from __future__ import annotations
 
+from rules import deadline
 from rules.causes.claims import CLAIM_CAUSES, MULTI_ATTACH
 from rules.causes.datasources import DATA_SOURCE_CAUSES
 from rules.causes.nodeagents import NO_NODE_AGENT, NODE_AGENT_CAUSES
@@ -50,6 +51,7 @@ def stuck_cause(stuck: Stuck) -> StuckCause:
     """The first cause of the table that holds; the last one always does. A cause whose state cannot be read
     (`LookupFailed`) is not proved, and the next one is tried."""
     for cause in CAUSES:
+        deadline.check()
         try:
             found = cause.judge(stuck)
         except LookupFailed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rules import deadline
 from rules.causes.stuck import Cause, Stuck
 from rules.coscheduling.anchors import age_key, name_of, node_of
 from rules.kube.volumes import OWNED, SINGLE_POD
@@ -13,6 +14,7 @@ def _multi_attach(stuck: Stuck) -> str | None:
     if not stuck.node_name:
         return None
     for hold in stuck.holds:
+        deadline.check()
         elsewhere = [h for h in hold.holders if node_of(h) not in (None, stuck.node_name)]
         if hold.volume.access == OWNED and elsewhere:
             holder = min(elsewhere, key=age_key)
@@ -25,6 +27,7 @@ def _multi_attach(stuck: Stuck) -> str | None:
 
 def _read_write_once_pod(stuck: Stuck) -> str | None:
     for hold in stuck.holds:
+        deadline.check()
         if hold.volume.access == SINGLE_POD and hold.holders:
             holder = min(hold.holders, key=age_key)
             where = f" on node {node_of(holder)}" if node_of(holder) else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 
+from rules import deadline
 from rules.annotations import FOLLOWS_VM
 from rules.causes.stuck import Cause, Stuck, unusable
 from rules.coscheduling.anchors import name_of
@@ -19,6 +20,7 @@ def _source_not_ready(stuck: Stuck) -> str | None:
     """A claim the provisioner cannot fill yet because its source is missing or not ready
     (rules/datasource/sources.py source_state)."""
     for volume in stuck.volumes:
+        deadline.check()
         ref = data_source_ref(volume.pvc) if volume.pvc is not None and not volume.bound else None
         if ref is None:
             continue
@@ -60,6 +62,7 @@ def _vm_apart(stuck: Stuck) -> str | None:
         return None  # it can be scheduled somewhere: not stuck by its constraints
     for follow in vms_to_follow(stuck.view, stuck.target.namespace, stuck.volumes):
         for vm in follow.vms:
+            deadline.check()
             if name_of(vm) not in followed:
                 continue
             spec = vm_spec(vm)

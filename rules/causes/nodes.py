@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rules import deadline
 from rules.causes.stuck import NODE_CORDONED, NODE_NOT_READY, NODE_TAINTED, Cause, Stuck
 from rules.kube.nodeaffinity import HOSTNAME_LABEL, pinned_node, required_terms
 
@@ -41,11 +42,13 @@ def _hostname_label(stuck: Stuck) -> str | None:
     if selected := (stuck.spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL):
         wanted.append(("nodeSelector", str(selected)))
     for term in required_terms(stuck.spec) or ():
+        deadline.check()
         for requirement in term.get("matchExpressions") or ():
             values = list(requirement.get("values") or [])
             if requirement.get("key") == HOSTNAME_LABEL and requirement.get("operator") == "In" and len(values) == 1:
                 wanted.append(("required node affinity", str(values[0])))
     for where, hostname in wanted:
+        deadline.check()
         if next(stuck.view.node_set().matching(lambda _: True, labels={HOSTNAME_LABEL: hostname}), None):
             continue
         if stuck.view.node(hostname) is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rules import deadline
 from rules.causes.stuck import Cause, Stuck
 from rules.kube.conditions import condition
 from rules.quoting import clip
@@ -31,6 +32,7 @@ def _scheduler(stuck: Stuck) -> str | None:
 def _container_waiting(stuck: Stuck) -> str | None:
     status = stuck.pod.get("status") or {}
     for container in [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]:
+        deadline.check()
         waiting = (container.get("state") or {}).get("waiting")
         if isinstance(waiting, Mapping) and waiting.get("reason"):
             message = f": {_quoted(waiting['message'])}" if waiting.get("message") else ""

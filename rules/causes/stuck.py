@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from rules import deadline
 from rules.cluster import ClusterView
 from rules.context import PodTarget
 from rules.coscheduling.anchors import Hold, claim_hold, name_of, parse_time
@@ -105,8 +106,12 @@ class Stuck:
     @functools.cached_property
     def holds(self) -> list[Hold]:
         """Who else mounts each ReadWriteOnce and ReadWriteOncePod claim of the pod."""
-        considered = [v for v in self.volumes if v.access in (OWNED, SINGLE_POD) and v.claim]
-        return [claim_hold(self.view, self.policy, self.target, v) for v in considered]
+        holds = []
+        for volume in self.volumes:
+            deadline.check()
+            if volume.access in (OWNED, SINGLE_POD) and volume.claim:
+                holds.append(claim_hold(self.view, self.policy, self.target, volume))
+        return holds
 
     @functools.cached_property
     def source_nodes(self) -> list[SourcePlace]:
@@ -154,6 +159,7 @@ class Stuck:
         there is no candidate or one of them can."""
         found: dict[str, tuple[str, str]] = {}
         for node in self.candidates():
+            deadline.check()
             why = unusable(node, self.spec, scheduled=bool(self.node_name))
             if why is None:
                 return None  # the first usable node settles it

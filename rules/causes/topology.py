@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 
+from rules import deadline
 from rules.causes.stuck import Cause, Stuck
 from rules.coscheduling.anchors import name_of
 from rules.kube.nodeaffinity import volume_terms_match
@@ -17,8 +18,11 @@ def _volume_topology(stuck: Stuck) -> str | None:
         return None
     if stuck.node_name:
         node = stuck.view.node(stuck.node_name)
-        outside = [v for v in local if node is not None and not volume_terms_match(v.pv_terms or (), node)]
-        return _outside(outside[0], f"node {stuck.node_name}") if outside else None
+        for volume in local:
+            deadline.check()
+            if node is not None and not volume_terms_match(volume.pv_terms or (), node):
+                return _outside(volume, f"node {stuck.node_name}")
+        return None
     if next(stuck.candidates(), None) is not None:
         return None
     groups = [list(v.pv_terms or ()) for v in local]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rules import deadline
 from rules.annotations import DATA_SOURCE_PLACED
 from rules.context import Context, PodTarget
 from rules.coscheduling.pinning import (
@@ -36,6 +37,7 @@ def mutate_data_source(ctx: Context, target: PodTarget) -> None:
     if not places:
         return
     for place in places:
+        deadline.check()
         if place.kind == UNRESOLVED:
             ctx.warn(f"claim {place.claim} not placed by its data source: {place.why}")  # fits 120 characters
             ctx.reason(f"data source: claim {place.claim} from {place.source}: unresolved, {place.why}")
@@ -89,6 +91,7 @@ def _place(ctx: Context, target: PodTarget, nodes: list[SourcePlace], zones: lis
                 f"data source: claim {p.claim} from {p.source} (PV {p.pv}) lives on node {node}: placed there by {mode}"
             )
     for zone in zones:
+        deadline.check()
         terms = and_terms(terms, zone.terms)
         records.append(f"{zone.claim}=pv/{zone.pv}")
         ctx.reason(f"data source: claim {zone.claim} from {zone.source}: the pod follows PV {zone.pv}'s zone")

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rules import deadline
 from rules.cluster import ClusterView
 from rules.kube.referencegrants import reference_granted
 from rules.kube.volumes import SELECTED_NODE, ClaimVolume, claim_pv, pv_required_terms, waits_for_first_consumer
@@ -68,6 +69,7 @@ def pending_sources(view: ClusterView, volumes: list[ClaimVolume]) -> list[tuple
     The cheap tests come first: a bound claim, or one without a data source, is dropped before any lookup."""
     out = []
     for volume in volumes:
+        deadline.check()
         pvc = volume.pvc
         if pvc is None or volume.bound:
             continue
@@ -190,4 +192,8 @@ def pv_node(view: ClusterView, pv: Json | None) -> str:
 
 def source_places(view: ClusterView, policy: Policy, namespace: str, volumes: list[ClaimVolume]) -> list[SourcePlace]:
     """Every pending snapshot or clone claim of a pod with where its source lets it be provisioned."""
-    return [resolve(view, policy, namespace, volume, ref) for volume, ref in pending_sources(view, volumes)]
+    places = []
+    for volume, ref in pending_sources(view, volumes):
+        deadline.check()
+        places.append(resolve(view, policy, namespace, volume, ref))
+    return places

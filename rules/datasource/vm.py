@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rules import deadline
 from rules.annotations import FOLLOWS_VM
 from rules.budget import check_followed
 from rules.cluster import ClusterView
@@ -75,6 +76,7 @@ def vms_to_follow(view: ClusterView, namespace: str, volumes: Sequence[ClaimVolu
     """For each unbound WaitForFirstConsumer disk the worker fills, the VMs that will use it."""
     out = []
     for volume in volumes:
+        deadline.check()
         if volume.pvc is None or volume.bound:
             continue
         target = target_claim(view, namespace, volume)
@@ -114,6 +116,7 @@ def follow_vm(ctx: Context, target: PodTarget) -> None:
     followed: list[str] = []
     for follow in follows:
         for vm in follow.vms:
+            deadline.check()
             spec, name = vm_spec(vm), name_of(vm)
             clash = {k: v for k, v in (spec.get("nodeSelector") or {}).items() if selector.get(k, v) != v}
             if clash:
@@ -161,6 +164,7 @@ def vm_disk_problems(vm: Mapping[str, Any], view: ClusterView) -> list[tuple[str
         return []
     problems = []
     for claim in vm_claims(vm):
+        deadline.check()
         pvc = view.pvc(namespace, claim)
         if pvc is None or (pvc.get("status") or {}).get("phase") != "Bound":
             continue

@@ -13,6 +13,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rules import deadline
 from rules.annotations import LOAD_AFFINITY, LOAD_AFFINITY_APPLIED, STORAGE_CLASS
 from rules.budget import check_entries, placement_over_budget, terms_excess
 from rules.cluster import ClusterView
@@ -124,7 +125,11 @@ _LOAD_TERMS: Memo[LoadTerms] = Memo(256)
 def load_terms_for(settings: LoadSettings, storage_class: str | None) -> LoadTerms:
     def compute() -> LoadTerms:
         selected, applied = select_entries(settings.load_affinity, storage_class)
-        terms = simplify([label_selector_term(entry["nodeSelector"]) for entry in selected])
+        parts = []
+        for entry in selected:
+            deadline.check()
+            parts.append(label_selector_term(entry["nodeSelector"]))
+        terms = simplify(parts)
         scope = "class " + applied if applied != GLOBAL else "every class"
         reason = f"load affinity: {counted(len(selected), f'{settings.source} entry')} for {scope} (ORed)"
         return LoadTerms(len(selected), applied, terms, terms_key(terms), reason, f"loadAffinity for {scope}")
@@ -336,6 +341,7 @@ def combine_terms(current: list[Json] | None, load: LoadTerms, volumes: Sequence
             return Combined(current, terms_key(current), changed=False)
         result = current
         for terms in [*pv_terms, load.terms]:
+            deadline.check()
             result = and_terms(result, terms)
         assert result is not None
         return Combined(copy_json(result), terms_key(result), changed=True, excess=terms_excess(result))
