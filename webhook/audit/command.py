@@ -23,7 +23,7 @@ from rules.audit import AUDITED_KINDS, ObjectAudit, audit_objects
 from rules.messages import counted, plural
 from rules.model import Json
 from rules.policy import Policy
-from webhook.audit.workloads import PAGE_SIZE, PAGE_TIMEOUT, WORKLOAD_KINDS, namespaced, workload_lists
+from webhook.audit.workloads import PAGE_SIZE, PAGE_TIMEOUT, WORKLOAD_KINDS, namespaced, trim_workload, workload_lists
 from webhook.state.index import ClusterIndex, bulk_ingest, identity
 from webhook.state.kinds import BY_KIND, STATE_KINDS
 from webhook.state.static import read_manifests, state_of
@@ -39,6 +39,8 @@ STATE_KINDS_LISTED = tuple(
     )
 )
 LIVE_KINDS = (*STATE_KINDS_LISTED, *WORKLOAD_KINDS)
+#: The page size of the state's lists (a workload list's is webhook/audit/workloads.py's).
+STATE_PAGE_SIZE = 500
 
 
 class AuditSourceError(Exception):
@@ -98,7 +100,8 @@ def objects_from_files(paths: Iterable[Path]) -> tuple[list[Json], ClusterIndex]
 def objects_from_api(
     kubeconfig: Path | None, namespace: str | None, progress: Callable[[str], None]
 ) -> tuple[list[Json], ClusterIndex]:
-    """Every object the rules read, listed page by page from the API; the audited kinds are kept whole."""
+    """Every object the rules read, listed page by page from the API; the audited pods and ConfigMaps are kept
+    whole, the workloads trimmed to what their audit reads."""
     from kubernetes import client  # the client only where the API is used: `audit --cluster` works without it
 
     from webhook.state.apisource import ApiConfigError, load_configuration
@@ -124,11 +127,16 @@ def objects_from_api(
             for kind in LIVE_KINDS:
                 call, args = calls[kind]
                 count = 0
-                for obj in list_pages(call, *args, page_size=PAGE_SIZE, timeout=PAGE_TIMEOUT):
-                    obj["kind"] = kind
-                    index.apply(obj)
-                    if kind in AUDITED_KINDS:
-                        audited.append(obj)
+                workload = kind in WORKLOAD_KINDS
+                size = PAGE_SIZE if workload else STATE_PAGE_SIZE
+                for obj in list_pages(call, *args, page_size=size, timeout=PAGE_TIMEOUT):
+                    if workload:
+                        audited.append(trim_workload(obj, kind))
+                    else:
+                        obj["kind"] = kind
+                        index.apply(obj)
+                        if kind in AUDITED_KINDS:
+                            audited.append(obj)
                     count += 1
                     if count % 500 == 0 and time.monotonic() - started > 1.0:
                         progress(f"listing {plural(kind)}: {count}…")
@@ -174,7 +182,7 @@ def _custom_objects(
         else (custom.list_namespaced_custom_object, (group, version, namespace, plural))
     )
     try:
-        objects = list(list_pages(call, *args, page_size=500, timeout=60))
+        objects = list(list_pages(call, *args, page_size=STATE_PAGE_SIZE, timeout=PAGE_TIMEOUT))
     except client.ApiException as exc:
         if exc.status == 404:
             return []

@@ -164,20 +164,24 @@ class AuditLoop:
         return dict(counts)
 
     def _unrefused(self, held: list[Json], known: list[ObjectAudit]) -> Iterator[Json]:
-        """The objects to audit; the reports of objects refused by the budget on an earlier run and unchanged since
-        (the very object the index held then) go to `known`. By identity: the objects are held here, so an id
-        found is that object's. A generator, so that the audit's time slices cover it."""
+        """The objects to audit; the reports of objects refused by the budget or the deadline on an earlier run and
+        unchanged since go to `known`. Unchanged: the very object the index held then (by identity: the objects are
+        held here, so an id found is that object's), or for a workload, listed anew each run, the same
+        resourceVersion. A generator, so that the audit's time slices cover it."""
         refused = {id(obj): report for obj, report in self._refused.values()}
+        versions = {(key, v): report for key, (obj, report) in self._refused.items() if (v := _version(obj))}
         for obj in held:
             report = refused.get(id(obj))
+            if report is None and versions and (version := _version(obj)):
+                report = versions.get((_identity(obj), version))
             if report is None:
                 yield obj
             else:
                 known.append(report)
 
     def _remember_refusals(self, held: list[Json], reports: list[ObjectAudit], known: list[ObjectAudit]) -> None:
-        """Remember each object the budget refused on this run (logged once), and forget those gone or changed.
-        The reports are read in time slices, and the objects only when one is past the budget."""
+        """Remember each object the budget or the deadline refused on this run (logged once), and forget those gone
+        or changed. The reports are read in time slices, and the objects only when one is refused."""
         kept = {(r.kind, r.namespace, r.name) for r in known}
         refused = {key: value for key, value in self._refused.items() if key in kept}
         over_budget = {}
@@ -191,7 +195,7 @@ class AuditLoop:
                     continue
                 refused[key] = (by_key[key], report)
                 log.warning(
-                    "%s %s/%s is past the review budget (%s): reported, not audited again until it changes",
+                    "%s %s/%s refused (%s): reported, not audited again until it changes",
                     *key,
                     f"{over.field}: {over.message}" if over.field else over.message,
                 )
@@ -268,6 +272,12 @@ def _release(reports: list[ObjectAudit]) -> None:
 
 
 _RELEASED_AT_ONCE = 500
+
+
+def _version(obj: Json) -> str:
+    """The object's resourceVersion, which a workload keeps when trimmed (webhook/audit/workloads.py); "" when
+    unknown (the index keeps none for pods: it replaces an object that changes)."""
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _identity(obj: Json) -> tuple[str, str, str]:

@@ -1,16 +1,21 @@
 """The workloads the audit checks (Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs), listed from
 the API page by page: once per kind per run, never kept in the server's state, since no admission rule reads one.
-The `audit` command and the in-server audit list them the same way."""
+The `audit` command and the in-server audit list them the same way: in small pages (a workload may be 1.5 MiB, and
+a page is decoded whole), each object trimmed as it comes to what the template rules read, as the index trims pods
+(webhook/state/index.py `trim`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from rules.kube.workloads import TEMPLATE_PATHS, template_of
 from rules.model import Json
+from webhook.state.index import trim
 
-#: The page size and each page's timeout (seconds) of every list the audit makes.
-PAGE_SIZE = 500
+#: The page size and each page's timeout (seconds) of every workload list the audit makes: 50 objects of the
+#: largest etcd stores make a page of 75 MiB, which the worker decodes at once.
+PAGE_SIZE = 50
 PAGE_TIMEOUT = 60
 #: The kinds, in the order they are listed.
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
@@ -45,5 +50,29 @@ def list_workloads(api: Any) -> Iterator[Json]:
 
     for kind, (call, args) in workload_lists(api, None).items():
         for obj in list_pages(call, *args, page_size=PAGE_SIZE, timeout=PAGE_TIMEOUT):
-            obj["kind"] = kind
-            yield obj
+            yield trim_workload(obj, kind)
+
+
+#: What of a workload's own metadata the audit reads: who it is (reports name it by uid) and its version (one the
+#: deadline refused is not audited again until it changes).
+_METADATA = ("name", "namespace", "uid", "resourceVersion")
+
+
+def trim_workload(obj: Json, kind: str) -> Json:
+    """The workload as the audit reads it: its identity, its pod template trimmed as the index trims a pod, and a
+    StatefulSet's claim template names (the volumes its pods mount: rules/kube/workloads.py `template_spec`)."""
+    meta = obj.get("metadata") or {}
+    out: Json = {"kind": kind, "metadata": {k: meta[k] for k in _METADATA if meta.get(k) is not None}}
+    path = TEMPLATE_PATHS[kind]
+    template = template_of(obj, path)
+    pod = trim({"kind": "Pod", "metadata": template.get("metadata") or {}, "spec": template.get("spec") or {}})
+    at = out
+    for part in path[:-1]:
+        at = at.setdefault(part, {})
+    at[path[-1]] = {"metadata": pod["metadata"], "spec": pod["spec"]}
+    if kind == "StatefulSet":
+        claims = (obj.get("spec") or {}).get("volumeClaimTemplates") or ()
+        names = [name for claim in claims if (name := (claim.get("metadata") or {}).get("name"))]
+        if names:
+            out["spec"]["volumeClaimTemplates"] = [{"metadata": {"name": name}} for name in names]
+    return out

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from kubernetes import watch
 from kubernetes.client import ApiException
 
+from rules import deadline
 from rules.model import Json
 from webhook import metrics
 from webhook.state.apierrors import describe
@@ -113,10 +114,12 @@ def list_pages(
     token: str | None = None
     while True:
         page_timeout = timeout() if callable(timeout) else timeout
-        response = call(
-            *args, limit=page_size, _continue=token, _preload_content=False, _request_timeout=page_timeout, **kwargs
-        )
-        page = json.loads(response.data)
+        with deadline.paused():  # a review's or an audited object's wait on the API is not charged to it
+            response = call(
+                *args, limit=page_size, _continue=token, _preload_content=False, _request_timeout=page_timeout, **kwargs
+            )
+            data = response.data
+        page = json.loads(data)
         items = page.get("items") or ()
         if listed is not None:
             listed.count += len(items)
