@@ -244,6 +244,8 @@ def _over_budget(ctx: Context, exc: OverBudget, *, mutating: bool) -> None:
     why = str(exc) if past else f"over the review budget: {exc}"
     where = f"{exc.field}: {why}" if exc.field else why
     ctx.decision.over_budget = where
+    if mutating:  # what the rules before it recorded was not applied: the annotations must not say it was
+        ctx.decision.audit.clear()
     ctx.audit(PAST_DEADLINE if past else "over-budget", where)
     if mutating and ctx.policy.enforcement_for(budget.FAMILY) == "warn":
         ctx.warn(f"storage-affinity-webhook admitted this unchanged: {where}")

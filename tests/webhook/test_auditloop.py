@@ -184,7 +184,7 @@ def test_a_stored_object_past_the_budget_is_reported_once_and_not_audited_again(
         second = loop.run_once()
     assert first == second == {("budget", hostile.NAMESPACE): 1}
     assert audited == ["hostile"]  # the second run reported it without auditing it
-    (logged,) = [r.getMessage() for r in caplog.records if "not audited again until it changes" in r.getMessage()]
+    (logged,) = [r.getMessage() for r in caplog.records if "past the review budget" in r.getMessage()]
     assert "Pod tenant/hostile" in logged and "10,000 node selector terms, over the limit of 1,000" in logged
     rt.view = load_static_state([cluster])  # the index replaced the object (a change): audited again
     assert loop.run_once() == first and audited == ["hostile", "hostile"]

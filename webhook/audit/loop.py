@@ -195,7 +195,7 @@ class AuditLoop:
                     continue
                 refused[key] = (by_key[key], report)
                 log.warning(
-                    "%s %s/%s refused (%s): reported, not audited again until it changes",
+                    "%s %s/%s is past the review budget (%s): reported, not audited again until it changes",
                     *key,
                     f"{over.field}: {over.message}" if over.field else over.message,
                 )
