@@ -3,7 +3,7 @@
 On the real server (one gunicorn gevent worker, TLS), served with testkit/slowrule.py's rule, which spends the CPU
 time a pod's label asks for in each webhook, checking the deadline as every rule's loops do:
 
-- `beside_slow_reviews`: four connections send reviews that would run forever (the deadline stops each webhook's
+- `beside_slow_reviews`: one connection sends reviews that would run forever (the deadline stops each webhook's
   rules at 100 ms of CPU time) back to back; meanwhile `/healthz`, `/readyz` and a trivial `/mutate` are sent on
   their own connections every 50 ms. Targets: probes within 1 s, the trivial review within 0.5 s;
 - `during_audits`: the server audits every second 20 stored storage pods that each cost 90 ms in each webhook (under
@@ -35,7 +35,7 @@ from testkit.server import Server, running_server
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 PROBE_EVERY_S = 0.05
-SLOW_SENDERS = 4
+SLOW_SENDERS = 1
 
 
 def _pod(name: str, spin: str | None) -> Json:

@@ -15,7 +15,7 @@ is webhook/audit/command.py; running on the server's own state, its metrics and 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -120,19 +120,30 @@ def audit_objects(
     now: datetime | None = None,
     *,
     ordered: bool = True,
+    between: Callable[[], None] | None = None,
 ) -> list[ObjectAudit]:
     """Every object of an audited kind among `objects`, in the order to show them: Multi-Attach movers first.
     Without `now`, no pod is judged stuck. `ordered=False` keeps the objects' order: for the in-server audit,
     whose metrics and reports (rules/reports.py orders each namespace's results) need none, and which would hold
-    the worker for the whole sort (30 ms for 20,000 reports) after its last time slice."""
+    the worker for the whole sort (30 ms for 20,000 reports) after its last time slice. `between` is called
+    between the parts of one object's audit that each run under a deadline, outside them: the in-server audit
+    hands the worker back there, so that no stretch without a yield is longer than one deadline."""
     reports = [
-        audit_object(obj, view, policy, own_namespace, now) for obj in objects if obj.get("kind") in AUDITED_KINDS
+        audit_object(obj, view, policy, own_namespace, now, between=between)
+        for obj in objects
+        if obj.get("kind") in AUDITED_KINDS
     ]
     return sorted(reports, key=ObjectAudit.sort_key) if ordered else reports
 
 
 def audit_object(
-    obj: Mapping[str, Any], view: ClusterView, policy: Policy, own_namespace: str = "", now: datetime | None = None
+    obj: Mapping[str, Any],
+    view: ClusterView,
+    policy: Policy,
+    own_namespace: str = "",
+    now: datetime | None = None,
+    *,
+    between: Callable[[], None] | None = None,
 ) -> ObjectAudit:
     """One object's audit. Each webhook's rules run under their own review deadline, as in admission, and the
     audit's own work after them (where the pod would go, why it waits) under one more: an object past any of them
@@ -143,7 +154,7 @@ def audit_object(
     namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
     report = ObjectAudit(kind, namespace, name)
     try:
-        _audit(report, obj, view, policy, own_namespace=own_namespace, now=now)
+        _audit(report, obj, view, policy, own_namespace=own_namespace, now=now, between=between)
     except PastDeadline as exc:  # the audit's own work, after the webhooks' rules
         report.findings = [f for f in report.findings if f.family != budget.FAMILY]
         report.findings.append(not_audited(str(exc), policy))
@@ -163,6 +174,7 @@ def _audit(
     *,
     own_namespace: str,
     now: datetime | None,
+    between: Callable[[], None] | None,
 ) -> None:
     kind, namespace, name = report.kind, report.namespace, report.name
     if kind == "VirtualMachine":  # its disks against its constraints; admission never sees a VM
@@ -176,7 +188,7 @@ def _audit(
             report.findings = _findings(validation)
             _past_deadline(report, policy, validation)
             return
-        chain = pipeline.mutate_then_validate(subject, view, policy, own_namespace)
+        chain = pipeline.mutate_then_validate(subject, view, policy, own_namespace, between=between)
     except BadObject as exc:
         report.findings = [AuditFinding("object", path, message, "deny") for path, message in exc.problems]
         return
@@ -192,6 +204,8 @@ def _audit(
         return  # where it would go and why it waits would cost past the budget too
     if kind != "Pod" or not mutation.allowed:
         return
+    if between is not None:
+        between()
     with deadline.running():
         _placed(report, subject, final, mutation, view=view, policy=policy, own_namespace=own_namespace, now=now)
 

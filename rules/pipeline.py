@@ -143,9 +143,19 @@ class Chain:
     validation: Decision
 
 
-def mutate_then_validate(subject: Subject, view: ClusterView, policy: Policy, own_namespace: str = "") -> Chain:
-    """What `review` and the audit both need; raises BadObject like `mutate` and `validate`."""
+def mutate_then_validate(
+    subject: Subject,
+    view: ClusterView,
+    policy: Policy,
+    own_namespace: str = "",
+    *,
+    between: Callable[[], None] | None = None,
+) -> Chain:
+    """What `review` and the audit both need; raises BadObject like `mutate` and `validate`. `between` is called
+    after the mutation, outside both deadlines: where the in-server audit may hand the worker back."""
     mutation = mutate(subject, view, policy, own_namespace)
+    if between is not None:
+        between()
     final = subject.obj
     if mutation.patch and final is not None:
         final = jsonpatch.apply_patch(copy.deepcopy(final), mutation.patch)

@@ -245,3 +245,18 @@ def test_the_causes_check_the_deadline_once_per_node(monkeypatch: pytest.MonkeyP
         return len(checks)
 
     assert checks_for(40) - checks_for(20) == 20
+
+
+def test_the_audit_may_yield_between_the_deadlines_of_an_object_never_inside_one() -> None:
+    """Between the mutation, the validation and the audit's own work, each under its deadline: where the in-server
+    audit hands the worker back, so that no stretch without a yield is longer than one deadline."""
+    inside: list[object] = []
+    now = datetime(2026, 11, 28, tzinfo=UTC)
+    audit_objects(
+        [_stuck_mover()],
+        example_runtime().view,
+        policy(),
+        now=now,
+        between=lambda: inside.append(deadline._CURRENT.get()),
+    )
+    assert inside == [None, None]
