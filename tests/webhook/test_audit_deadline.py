@@ -25,6 +25,7 @@ from webhook.audit import workloads
 from webhook.audit.loop import AuditLoop
 from webhook.runtime import Runtime
 from webhook.state.static import load_static_state
+from webhook.state.watch import PageSizes
 
 NOT_AUDITED = "not audited: past the review deadline: the rules spent 1 ms of CPU time on it"
 
@@ -112,7 +113,8 @@ def test_a_listed_workload_past_the_deadline_is_skipped_until_its_version_change
     assert loop.run_once() == first and audited.count("web") == 2
 
 
-def test_workloads_are_listed_in_pages_of_at_most_50_and_trimmed(tmp_path: Path) -> None:
+def test_workloads_are_listed_in_pages_of_at_most_50_that_follow_their_bytes_and_trimmed(tmp_path: Path) -> None:
+    """A first page of 10, then as many as fit the page budget at the last page's average size, never above 50."""
     from kubernetes import client
 
     from webhook.state.apisource import load_configuration
@@ -126,12 +128,25 @@ def test_workloads_are_listed_in_pages_of_at_most_50_and_trimmed(tmp_path: Path)
         lister = client.ApiClient(configuration)
         listed = list(workloads.list_workloads(lister))
         pages = api.count("GET", "Deployment")
-    assert workloads.PAGE_SIZE <= 50
-    assert len(listed) == 120 and pages == -(-120 // workloads.PAGE_SIZE)
+    assert len(listed) == 120 and pages == 4  # 10, 50, 50, 10
     for obj in listed:
         template = obj["spec"]["template"]
         assert obj["kind"] == "Deployment" and "containers" not in template["spec"]
         assert template["metadata"]["labels"] == {"app": "web"}
+
+
+def test_page_sizes_follow_the_bytes_of_the_last_page() -> None:
+    sizes = PageSizes(budget=1_000, first=10, most=50)
+    assert sizes.limit == 10
+    sizes.saw(100, 10)  # 10 bytes an object: 100 would fit
+    assert sizes.limit == 50
+    sizes.saw(50 * 300, 50)  # 300 bytes an object
+    assert sizes.limit == 3
+    sizes.saw(5_000, 3)  # one object past the budget alone: still one a page
+    assert sizes.limit == 1
+    sizes.saw(0, 0)  # an empty page says nothing
+    assert sizes.limit == 1
+    assert workloads.page_sizes().limit == workloads.FIRST_PAGE <= workloads.PAGE_SIZE <= 50
 
 
 def test_a_trimmed_workload_is_audited_as_the_whole_one() -> None:

@@ -23,7 +23,7 @@ from rules.audit import AUDITED_KINDS, ObjectAudit, audit_objects
 from rules.messages import counted, plural
 from rules.model import Json
 from rules.policy import Policy
-from webhook.audit.workloads import PAGE_SIZE, PAGE_TIMEOUT, WORKLOAD_KINDS, namespaced, trim_workload, workload_lists
+from webhook.audit.workloads import PAGE_TIMEOUT, WORKLOAD_KINDS, namespaced, page_sizes, trim_workload, workload_lists
 from webhook.state.index import ClusterIndex, bulk_ingest, identity
 from webhook.state.kinds import BY_KIND, STATE_KINDS
 from webhook.state.static import read_manifests, state_of
@@ -128,7 +128,7 @@ def objects_from_api(
                 call, args = calls[kind]
                 count = 0
                 workload = kind in WORKLOAD_KINDS
-                size = PAGE_SIZE if workload else STATE_PAGE_SIZE
+                size = page_sizes() if workload else STATE_PAGE_SIZE
                 for obj in list_pages(call, *args, page_size=size, timeout=PAGE_TIMEOUT):
                     if workload:
                         audited.append(trim_workload(obj, kind))

@@ -105,22 +105,46 @@ class Listed:
     version: str = ""
 
 
+class PageSizes:
+    """Page sizes that keep a page near `budget` bytes: a page is decoded at once, without yielding, so its size
+    bounds both the longest stretch a gevent worker spends on it and the memory it holds meanwhile. The first page
+    asks for `first` objects; each next one for as many objects of the last page's average size as fit, from 1 to
+    `most`."""
+
+    def __init__(self, budget: int, first: int, most: int) -> None:
+        self.budget, self.most = budget, most
+        self.limit = first
+
+    def saw(self, size: int, items: int) -> None:
+        if items:
+            self.limit = max(1, min(self.most, self.budget * items // max(size, 1)))
+
+
 def list_pages(
-    call: Callable[..., Any], *args: str, page_size: int, timeout: Any, listed: Listed | None = None, **kwargs: Any
+    call: Callable[..., Any],
+    *args: str,
+    page_size: int | PageSizes,
+    timeout: Any,
+    listed: Listed | None = None,
+    **kwargs: Any,
 ) -> Iterator[Json]:
     """The objects of a paged list as plain JSON (not the client's model classes), page by page, so a big list is
     never held whole; `listed` receives the count and the list's resourceVersion once it is consumed. `timeout` is
-    each page's request timeout, or a function asked for it before each page (it may raise to stop the list)."""
+    each page's request timeout, or a function asked for it before each page (it may raise to stop the list);
+    `page_size` a number of objects, or `PageSizes` that follow the bytes of each page."""
     token: str | None = None
     while True:
         page_timeout = timeout() if callable(timeout) else timeout
+        limit = page_size.limit if isinstance(page_size, PageSizes) else page_size
         with deadline.paused():  # a review's or an audited object's wait on the API is not charged to it
             response = call(
-                *args, limit=page_size, _continue=token, _preload_content=False, _request_timeout=page_timeout, **kwargs
+                *args, limit=limit, _continue=token, _preload_content=False, _request_timeout=page_timeout, **kwargs
             )
             data = response.data
         page = json.loads(data)
         items = page.get("items") or ()
+        if isinstance(page_size, PageSizes):
+            page_size.saw(len(data), len(items))
         if listed is not None:
             listed.count += len(items)
         yield from items
