@@ -9,9 +9,11 @@ loadAffinity entry in force its matching nodes with and without a Ready Velero n
 in the directory its workers share (the lock goes with a dead worker, and a sibling takes over at its next turn).
 That worker also writes the policy reports when its replica holds the Lease (webhook/audit/lease.py: one writer across
 replicas; webhook/audit/reports.py: what it writes). The audit yields to the worker's other greenlets every few
-milliseconds, so reviews keep being answered while 100,000 pods are audited; each object costs at most the review
-budget (rules/budget.py), and an object past it is reported from then on without being evaluated again until it
-changes (the index replaces a changed object). What counts as a finding or a
+milliseconds, so reviews keep being answered while 100,000 pods are audited: between objects, and within one between
+its parts that each run under a review deadline (rules/deadline.py), so no stretch is longer than one deadline. An
+object past the review budget (rules/budget.py) or a deadline is reported from then on without being evaluated
+again until it changes (the index replaces a changed object; a listed workload changes its resourceVersion). What
+counts as a finding or a
 stuck pod is rules/audit.py and rules/causes/; this module is when the audit runs and where its results go.
 """
 
