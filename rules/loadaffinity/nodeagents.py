@@ -202,9 +202,7 @@ def restriction(
     return EXCLUDED, [merge_terms(term, exclude) for term in base] if base is not None else [exclude]
 
 
-def _named(
-    nodes: NodeSet, base: list[Json] | None, with_agent: frozenset[str], cap: int
-) -> list[Json] | None:
+def _named(nodes: NodeSet, base: list[Json] | None, with_agent: frozenset[str], cap: int) -> list[Json] | None:
     """Each node of `with_agent` pinned by name, crossed with the terms of `base` it matches, by node name; None
     past `cap` terms. Each term is evaluated once against every node and visits only the nodes it matches, so the
     cost is the terms plus what is written, never terms × nodes."""
