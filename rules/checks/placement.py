@@ -10,10 +10,11 @@ another). Both are cheaper to refuse here, with a message that names the node, t
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rules import deadline
 from rules.context import Context, PodTarget
 from rules.kube.nodeaffinity import (
     REQUIRED,
@@ -106,7 +107,7 @@ def _check_named_node(ctx: Context, target: PodTarget, node_name: str, local: li
         )
     terms = required_terms(spec)
     if terms is not None and not pod_fits_node({"affinity": spec.get("affinity")}, node):
-        why = "; ".join(f"term {i}: {_failing(term, node)}" for i, term in enumerate(terms))
+        why = "; ".join(f"term {i}: {_failing(term, node)}" for i, term in enumerate(_checked(terms)))
         ctx.report(
             target.field(REQUIRED_PATH),
             f'node "{node_name}" (spec.nodeName) matches none of the required terms ({why}); {KUBELET}',
@@ -173,14 +174,22 @@ def describe_terms(terms: Sequence[Mapping[str, Any]]) -> str:
     return " or ".join(shown) or "(no terms: no node)"
 
 
+def _checked(terms: Sequence[Json]) -> Iterator[Json]:
+    """The terms, one deadline check each."""
+    for term in terms:
+        deadline.check()
+        yield term
+
+
 def _failing(term: Mapping[str, Any], node: Mapping[str, Any]) -> str:
-    """The first requirement of a term that the node fails (or why the whole term fails)."""
+    """The first requirement of a term that the node fails (or why the whole term fails): each requirement checked
+    alone, once, in its own part."""
     if not _requirements(term):
         return "empty (matches no node)"
-    for requirement in _requirements(term):
-        part = "matchFields" if requirement in (term.get("matchFields") or ()) else "matchExpressions"
-        if not term_matches({part: [requirement]}, node):
-            return f"{_requirement(requirement)} fails"
+    for part in ("matchExpressions", "matchFields"):
+        for requirement in term.get(part) or ():
+            if not term_matches({part: [requirement]}, node):
+                return f"{_requirement(requirement)} fails"
     return "fails"
 
 

@@ -48,6 +48,8 @@ def feasible_nodes(
     nodes = view.node_set()
     # NodeAffinity and the PVs' node affinity, evaluated against every node at once.
     admitted = nodes.admitting(own, selector=spec.get("nodeSelector"), volume_terms=local)
+    if pinned:
+        admitted &= nodes.mask_of([str(pinned)])
 
     def fits(node: Json) -> bool:
         metadata = node.get("metadata") or {}
@@ -55,8 +57,6 @@ def feasible_nodes(
             return False
         if (node.get("spec") or {}).get("unschedulable") and not tolerates(tolerations, UNSCHEDULABLE_TAINT):
             return False
-        return nodes.contains(admitted, node) and node_tolerated(tolerations, node)
+        return node_tolerated(tolerations, node)
 
-    groups = [*([own] if own is not None else []), *(list(terms) for terms in local)]
-    found = nodes.matching(fits, groups, spec.get("nodeSelector") or None)
-    return sorted(str((node.get("metadata") or {}).get("name") or "") for node in found)
+    return sorted(str((node.get("metadata") or {}).get("name") or "") for node in nodes.matching(fits, within=admitted))

@@ -11,6 +11,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rules import deadline
 from rules.budget import check_product
 from rules.kube.names import label_key_error, label_value_error
 from rules.kube.selectors import is_int64, requirement_matches
@@ -183,6 +184,7 @@ def simplify(terms: Iterable[Json]) -> list[Json]:
     """Drop duplicate terms and terms that imply another term (in an OR, the looser one already admits them)."""
     unique: dict[Hashable, tuple[Json, _Requirements]] = {}
     for term in terms:
+        deadline.check()
         ordered = _ordered_requirements(term)
         expressions, fields = ordered
         unique.setdefault(
@@ -263,6 +265,7 @@ class _SubsetIndex:
     def implied_by(self, stricter: _Requirements, *, strictly: bool) -> bool:
         """Whether `stricter` implies one of the terms (`strictly`: one it is not also implied by, itself
         excluded)."""
+        deadline.check()  # once a term of the caller's loop
         if not stricter.expressions and not stricter.fields:  # an empty term matches no node: it implies anything
             return bool(self.filed) if strictly else self.count > 0
         for r in _tagged(stricter):
@@ -296,6 +299,7 @@ def pinned_node(terms: Sequence[Mapping[str, Any]] | None) -> str | None:
         return None
     found: set[str] = set()
     for term in terms:
+        deadline.check()
         names = [
             r["values"][0]
             for r in term.get("matchFields") or ()

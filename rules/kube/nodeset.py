@@ -4,28 +4,31 @@ with the node count.
 Three rules ask it for every pod they see (a backup pod's load affinity, a pod's nodeSelector and required
 affinity against its local PVs, a loadAffinity entry against the cluster). Walking every Node made a backup review
 cost more at 10,000 nodes than at 100. A NodeSet is an immutable snapshot of the nodes' names and labels with an
-index from each label to the nodes that carry it: a question is answered by checking only the nodes that could
-match its most selective requirement, and the answer is remembered until the snapshot is replaced (the cluster
+index from each label to the nodes that carry it: a question costs its requirements, not its requirements × the
+nodes, and the answer is remembered until the snapshot is replaced (the cluster
 index builds a new one only when a node is added, removed, relabelled, tainted or cordoned, not on every status
 update).
 
-The index only narrows the candidates; each candidate is checked with the matching functions of
-rules/kube/nodeaffinity.py, so the semantics (unparsable requirements, matchFields, NotIn on a missing label) are
-exactly theirs.
+`NotIn` and `DoesNotExist` match the nodes *without* a label, which a label index cannot narrow: a pod of 1,000
+such terms made every check of 1,000 nodes a million term evaluations. So terms are evaluated against all nodes at
+once (`admitting`): each node is a bit of an integer, each label value the set of bits of the nodes that carry it,
+and a requirement is a few integer operations whatever the node count (`Gt`/`Lt` a bisection,
+rules/kube/intlabels.py). A term is parsed once per question, never once per node; the semantics (unparsable
+requirements, matchFields, NotIn on a missing label) are those of rules/kube/nodeaffinity.py, which a property
+test compares node by node.
 
-`NotIn` and `DoesNotExist` match the nodes *without* a label, which the index cannot narrow: a pod of 1,000 such
-terms made every check of 1,000 nodes a million term evaluations. So a list of terms is also evaluated against
-all nodes at once (`admitting`): each node is a bit of an integer, each label value the set of bits of the nodes
-that carry it, and a requirement is a few integer operations whatever the node count. The checks then test a bit.
+A question with its own check of each node (`any_fits`, `matching`: taints, a node-agent) is narrowed the same way
+first: only the nodes its terms and nodeSelector admit are handed to its predicate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from rules.kube.nodeaffinity import term_parses, terms_key, volume_terms_match
-from rules.kube.selectors import is_int64
+from rules import deadline
+from rules.kube.intlabels import IntegerLabel, bits_of
+from rules.kube.nodeaffinity import term_parses, terms_key
 from rules.memo import Memo
 from rules.model import Json
 
@@ -53,6 +56,8 @@ class NodeSet:
         self._memo: Memo[bool] = Memo(MEMO_SIZE)
         self._sets: Memo[frozenset[str]] = Memo(SETS_MEMO_SIZE)
         self._index = {name: i for i, name in enumerate(self._nodes)}
+        self._names, self._list = list(self._nodes), list(self._nodes.values())  # by bit index
+        self._integers: dict[str, IntegerLabel] = {}  # Gt/Lt: a label's integer values, built on first use
         self._all = (1 << len(self._nodes)) - 1
         self._label_bits: dict[tuple[str, str | None], int] = {}  # (key, value or None for "has the key") → bits
         self._masks: Memo[int] = Memo(SETS_MEMO_SIZE)  # a bit per node: as big as a set of names
@@ -73,23 +78,28 @@ class NodeSet:
         fits: Predicate,
         groups: Sequence[Sequence[Mapping[str, Any]]] = (),
         labels: Mapping[str, str] | None = None,
+        *,
+        within: int | None = None,
     ) -> bool:
         """Whether some node passes `fits`, remembered under `key` (which must identify the question exactly).
 
-        `groups` (ORed term lists that must each hold) and `labels` (a nodeSelector) are requirements `fits` also
-        checks: they only narrow the nodes checked, so they may leave out what `fits` checks, never add to it.
+        `groups` (ORed term lists that must each hold), `labels` (a nodeSelector) and `within` (a bit set from
+        `admitting`) are requirements `fits` also checks: they only narrow the nodes checked, so they may leave out
+        what `fits` checks, never add to it.
         """
-        return self._memo.get(key, lambda: any(fits(node) for node in self._narrowed(groups, labels)))
+        return self._memo.get(key, lambda: any(fits(node) for node in self._narrowed(groups, labels, within)))
 
     def matching(
         self,
         fits: Predicate,
         groups: Sequence[Sequence[Mapping[str, Any]]] = (),
         labels: Mapping[str, str] | None = None,
+        *,
+        within: int | None = None,
     ) -> Iterator[Json]:
-        """The nodes that pass `fits`, lazily and in no order; `groups` and `labels` narrow the nodes checked as
-        in `any_fits`. Not memoised: the audit asks it for the few pods that are stuck."""
-        return (node for node in self._narrowed(groups, labels) if fits(node))
+        """The nodes that pass `fits`, lazily, in the snapshot's order; `groups`, `labels` and `within` narrow the
+        nodes checked as in `any_fits`. Not memoised: the audit asks it for the few pods that are stuck."""
+        return (node for node in self._narrowed(groups, labels, within) if fits(node))
 
     def names_matching(
         self,
@@ -97,6 +107,8 @@ class NodeSet:
         fits: Predicate,
         groups: Sequence[Sequence[Mapping[str, Any]]] = (),
         labels: Mapping[str, str] | None = None,
+        *,
+        within: int | None = None,
     ) -> frozenset[str]:
         """The names of the nodes that pass `fits`, remembered under `key` like `any_fits` (same narrowing).
 
@@ -105,62 +117,61 @@ class NodeSet:
         return self._sets.get(
             key,
             lambda: frozenset(
-                str((node.get("metadata") or {}).get("name") or "") for node in self.matching(fits, groups, labels)
+                str((node.get("metadata") or {}).get("name") or "")
+                for node in self.matching(fits, groups, labels, within=within)
             ),
         )
 
+    def names(self, mask: int) -> list[str]:
+        """The names of the nodes of a bit set from `admitting`, in the snapshot's order."""
+        return [self._names[index] for index in _indices(mask)]
+
+    def mask_of(self, names: Iterable[str]) -> int:
+        """The bit set of the named nodes of this snapshot (names it does not hold are left out)."""
+        index = self._index
+        return bits_of((index[name] for name in names if name in index), len(self._nodes))
+
     def _narrowed(
-        self, groups: Sequence[Sequence[Mapping[str, Any]]], labels: Mapping[str, str] | None
-    ) -> Iterable[Json]:
-        """The nodes that may satisfy the groups and the nodeSelector `labels` (a superset of those that do)."""
-        candidates = self._candidates(groups)
-        for label, value in (labels or {}).items():
-            exact = (self._by_label.get(label) or {}).get(value, ())
-            if candidates is None or len(exact) < len(candidates):
-                candidates = exact
-        return self._nodes.values() if candidates is None else (self._nodes[name] for name in candidates)
-
-    def _candidates(self, groups: Sequence[Sequence[Mapping[str, Any]]]) -> Collection[str] | None:
-        """The smallest superset of the nodes that satisfy one of the groups (None: every node may)."""
-        best: Collection[str] | None = None
+        self, groups: Sequence[Sequence[Mapping[str, Any]]], labels: Mapping[str, str] | None, within: int | None
+    ) -> Iterator[Json]:
+        """The nodes that may satisfy the groups, the nodeSelector `labels` and `within` (a superset of those that
+        do), one deadline check each: the bits of each requirement once, then only the nodes left."""
+        mask = self._all if within is None else within & self._all
         for terms in groups:
-            union: set[str] = set()
-            for term in terms:
-                narrowed = self._term_candidates(term)
-                if narrowed is None:
-                    break
-                union.update(narrowed)
-            else:
-                if best is None or len(union) < len(best):
-                    best = union
-        return best
+            deadline.check()
+            mask &= self._candidate_bits(terms)
+        for label, value in (labels or {}).items():
+            mask &= self._label(str(label), str(value))
+        if mask == self._all:
+            for node in self._list:
+                deadline.check()
+                yield node
+            return
+        for index in _indices(mask):
+            deadline.check()
+            yield self._list[index]
 
-    def _term_candidates(self, term: Mapping[str, Any]) -> Collection[str] | None:
-        """A superset of the nodes the term matches, from its most selective positive requirement."""
-        if not term_parses(term):
-            return ()  # a term the API cannot parse matches no node
-        best: Collection[str] | None = None
-        size = len(self._nodes) + 1
-        for requirement in term.get("matchExpressions") or ():
-            found = self._requirement_candidates(requirement)
-            if found is not None and len(found) < size:
-                best, size = found, len(found)
-        for requirement in term.get("matchFields") or ():
-            values = requirement.get("values") or ()
-            if requirement.get("key") == "metadata.name" and requirement.get("operator") == "In":
-                names = {str(v) for v in values if v in self._nodes}
-                if len(names) < size:
-                    best, size = names, len(names)
-        return best
-
-    def _requirement_candidates(self, requirement: Mapping[str, Any]) -> frozenset[str] | set[str] | None:
-        operator, key = requirement.get("operator"), str(requirement.get("key"))
-        if operator == "In":
-            values = self._by_label.get(key) or {}
-            return set().union(*(values.get(str(v), ()) for v in requirement.get("values") or ()))
-        if operator in ("Exists", "Gt", "Lt"):  # Gt and Lt need the label too
-            return self._with_label.get(key, frozenset())
-        return None  # NotIn and DoesNotExist match nodes without the label: no narrowing
+    def _candidate_bits(self, terms: Sequence[Mapping[str, Any]]) -> int:
+        """A superset of the nodes some term matches, read as a pod's terms or as a PV's: requirements on labels
+        exactly, `matchFields` only where both readings agree (`metadata.name In [node]` holds on that node at
+        most)."""
+        mask = 0
+        for term in terms:
+            deadline.check()
+            if not term_parses(term):
+                continue  # a term the API cannot parse matches no node
+            bits = self._all
+            for requirement in term.get("matchExpressions") or ():
+                bits &= self._expression_bits(requirement)
+            for requirement in term.get("matchFields") or ():
+                operator, values = requirement.get("operator"), requirement.get("values") or []
+                if operator not in ("In", "NotIn") or len(values) != 1:
+                    bits = 0  # matches no node, however read
+                elif operator == "In" and requirement.get("key") == "metadata.name" and values[0] != "":
+                    index = self._index.get(values[0])
+                    bits &= 0 if index is None else 1 << index
+            mask |= bits
+        return mask
 
     def admitting(
         self,
@@ -205,6 +216,7 @@ class NodeSet:
         def compute() -> int:
             mask = 0
             for term in terms:
+                deadline.check()
                 mask |= self._term_bits(term, by_name)
             return mask
 
@@ -235,11 +247,24 @@ class NodeSet:
             return self._label(key, None)
         if operator == "DoesNotExist":
             return self._all & ~self._label(key, None)
-        bound, mask = int(values[0]), 0  # Gt or Lt: one 64-bit integer value
-        for value in self._by_label.get(key) or {}:
-            if is_int64(value) and (int(value) > bound if operator == "Gt" else int(value) < bound):
-                mask |= self._label(key, value)
-        return mask
+        integers = self._integer_label(key)  # Gt or Lt: one 64-bit integer value
+        if integers is None:
+            return 0
+        bound = int(values[0])
+        return integers.greater(bound) if operator == "Gt" else integers.less(bound)
+
+    def _integer_label(self, key: str) -> IntegerLabel | None:
+        """The integer values of label `key`, sorted, built on the first `Gt`/`Lt` on it (kept only for labels
+        some node carries)."""
+        found = self._integers.get(key)
+        if found is None:
+            values = self._by_label.get(key)
+            if not values:
+                return None
+            index = self._index
+            nodes = {value: [index[name] for name in names] for value, names in values.items()}
+            found = self._integers[key] = IntegerLabel(nodes, len(self._nodes))
+        return found
 
     def _field_bits(self, requirement: Mapping[str, Any], by_name: bool) -> int:
         """`_field_matches` over every node: only `In`/`NotIn` with one value; a node's only field is its name
@@ -262,16 +287,20 @@ class NodeSet:
             names = self._with_label.get(key, ()) if value is None else (self._by_label.get(key) or {}).get(value, ())
             if not names:
                 return 0
-            bits = bytearray((len(self._nodes) + 7) // 8)
-            for name in names:
-                index = self._index[name]
-                bits[index >> 3] |= 1 << (index & 7)
-            found = self._label_bits[(key, value)] = int.from_bytes(bits, "little")
+            index = self._index
+            found = self._label_bits[(key, value)] = bits_of((index[name] for name in names), len(self._nodes))
         return found
 
     def volume_nodes(self, terms: Sequence[Mapping[str, Any]]) -> list[str]:
-        """The names of the nodes a PV's required terms admit, checked on labels only as the scheduler checks a
-        PV; narrowed through the label index first, so a PV pinned by hostname costs a few lookups."""
-        candidates = self._candidates([terms])
-        names = self._nodes if candidates is None else candidates
-        return sorted(name for name in names if volume_terms_match(terms, self._nodes[name]))
+        """The names of the nodes a PV's required terms admit, sorted, checked on labels only as the scheduler
+        checks a PV (`volume_terms_match`), all nodes at once."""
+        return sorted(self.names(self._terms_bits(terms, by_name=False)))
+
+
+def _indices(mask: int) -> Iterator[int]:
+    """The set bits of a bit set, lowest first: a scan of its binary digits in C, a step a node found."""
+    digits = bin(mask)[:1:-1]  # bit i at digits[i]
+    found = digits.find("1")
+    while found >= 0:
+        yield found
+        found = digits.find("1", found + 1)

@@ -11,12 +11,12 @@ there and are accepted (docs/design.md#6-validation); anything else would make t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from functools import partial
 from typing import Any
 
+from rules import deadline
 from rules.cluster import ClusterView
 from rules.kube.names import dns1123_subdomain_error
-from rules.kube.nodeaffinity import NODE_OPERATORS, label_selector_term, term_matches, terms_key
+from rules.kube.nodeaffinity import NODE_OPERATORS, label_selector_term, terms_key
 from rules.kube.selectors import Problem, selector_problems, type_name
 from rules.messages import counted
 from rules.model import Json
@@ -38,6 +38,7 @@ def load_affinity_problems(entries: Any, path: str) -> tuple[list[Problem], list
     errors: list[Problem] = []
     unknown: list[Problem] = []
     for i, entry in enumerate(entries):
+        deadline.check()
         at = f"{path}[{i}]"
         if not isinstance(entry, Mapping):
             errors.append((at, f"must be an object with nodeSelector and storageClass, not {type_name(entry)}"))
@@ -93,10 +94,10 @@ def contradictions(selector: Mapping[str, Any], path: str) -> list[Problem]:
     for expr in requirements:
         key, operator, values = expr["key"], expr["operator"], list(expr.get("values") or ())
         if operator == "In":
-            allowed[key] = allowed[key] & set(values) if key in allowed else set(values)
+            allowed[key] = allowed[key].intersection(values) if key in allowed else set(values)
             present.add(key)
         elif operator == "NotIn":
-            forbidden[key] = forbidden.get(key, set()) | set(values)
+            forbidden.setdefault(key, set()).update(values)  # in place: a copy per requirement is quadratic
         elif operator == "Exists":
             present.add(key)
         elif operator == "DoesNotExist":
@@ -120,15 +121,19 @@ def contradictions(selector: Mapping[str, Any], path: str) -> list[Problem]:
     return problems
 
 
-def entry_cluster_problems(entries: Iterable[Any], path: str, view: ClusterView) -> list[Problem]:
+def entry_cluster_problems(
+    entries: Iterable[Any], path: str, view: ClusterView, *, against_nodes: bool = True
+) -> list[Problem]:
     """Warnings that need the cluster: unknown StorageClasses and selectors that match none of the known Nodes.
 
     Entries with errors are skipped (they are reported as such). With no Node known (offline review without cluster
-    state) the node check is skipped instead of flagging every entry.
+    state), or `against_nodes` false (entries whose author may not learn about nodes), the node check is skipped.
+    Each selector is one node question: parsed once and evaluated against every node at once (NodeSet.admits_any).
     """
     problems: list[Problem] = []
     nodes = view.node_set()
     for i, entry in enumerate(entries):
+        deadline.check()
         if load_affinity_problems([entry], "")[0]:
             continue
         at = f"{path}[{i}]"
@@ -136,9 +141,9 @@ def entry_cluster_problems(entries: Iterable[Any], path: str, view: ClusterView)
         if isinstance(storage_class, str) and storage_class and view.storage_class(storage_class) is None:
             problems.append((f"{at}.storageClass", f'StorageClass "{storage_class}" does not exist in the cluster'))
         selector = entry.get("nodeSelector")
-        if len(nodes) and isinstance(selector, Mapping):
+        if against_nodes and len(nodes) and isinstance(selector, Mapping):
             term = label_selector_term(selector)
-            if not nodes.any_fits(("term", terms_key([term])), partial(term_matches, term), [[term]]):
+            if not nodes.admits_any(("term", terms_key([term])), [term]):
                 problems.append(
                     (
                         f"{at}.nodeSelector",
@@ -154,6 +159,7 @@ def backup_pvc_cluster_problems(backup_pvc: Any, path: str, view: ClusterView) -
         return []
     problems: list[Problem] = []
     for source_class, spec in backup_pvc.items():
+        deadline.check()
         target = spec.get("storageClass") if isinstance(spec, Mapping) else None
         valid = isinstance(target, str) and dns1123_subdomain_error(target) is None
         if valid and view.storage_class(str(target)) is None:

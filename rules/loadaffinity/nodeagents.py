@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
+from rules import deadline
 from rules.annotations import NODE_AGENT_RESTRICTED
 from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
@@ -36,7 +36,6 @@ from rules.kube.nodeaffinity import (
     name_requirement,
     pinned_node,
     required_terms,
-    term_matches,
     terms_key,
 )
 from rules.kube.nodeset import NodeSet
@@ -169,15 +168,15 @@ def warn_selected_node(ctx: Context, target: PodTarget, node: str) -> None:
 
 
 def admissible_nodes(nodes: NodeSet, constraints: Constraints) -> frozenset[str]:
-    """The known nodes a pod with these constraints may be scheduled on, narrowed by the label index."""
-    terms = constraints.terms
-    groups = [terms] if terms is not None else ()
-    admitted = nodes.admitting(terms, selector=constraints.selector)
+    """The known nodes a pod with these constraints may be scheduled on: its terms and nodeSelector evaluated
+    against every node at once, then the taints of only the nodes they admit."""
+    tolerations = constraints.tolerations
 
     def fits(node: Json) -> bool:
-        return nodes.contains(admitted, node) and node_tolerated(constraints.tolerations, node)
+        return node_tolerated(tolerations, node)
 
-    return nodes.names_matching(("admissible", constraints.key()), fits, groups, constraints.selector)
+    within = nodes.admitting(constraints.terms, selector=constraints.selector)
+    return nodes.names_matching(("admissible", constraints.key()), fits, within=within)
 
 
 def restriction(
@@ -194,24 +193,34 @@ def restriction(
     """
     base = [dict(term) for term in terms] if terms is not None else None
     if len(with_agent) <= cap:  # each named node makes at least one term: past the cap, do not even try
-        named: list[Json] = []
-        admitting = [nodes.admitting([term]) for term in base or ()]  # each term evaluated once, not per node
-        for name in sorted(with_agent):
-            pin = {"matchFields": [name_requirement(name)]}
-            if base is None:
-                named.append(pin)
-            else:
-                node = nodes.get(name) or {"metadata": {"name": name}}
-                matched = (term for term, bits in zip(base, admitting, strict=True) if nodes.contains(bits, node))
-                named.extend(merge_terms(term, pin) for term in matched)
-            if len(named) > cap:
-                break
-        else:
+        named = _named(nodes, base, with_agent, cap)
+        if named is not None:
             return NAMED, named
     if len(without) * len(base or [{}]) > cap:
         return None
     exclude = {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": [n]} for n in sorted(without)]}
     return EXCLUDED, [merge_terms(term, exclude) for term in base] if base is not None else [exclude]
+
+
+def _named(nodes: NodeSet, base: list[Json] | None, with_agent: frozenset[str], cap: int) -> list[Json] | None:
+    """Each node of `with_agent` pinned by name, crossed with the terms of `base` it matches, by node name; None
+    past `cap` terms. Each term is evaluated once against every node and visits only the nodes it matches, so the
+    cost is the terms plus what is written, never terms × nodes."""
+    pins = {name: {"matchFields": [name_requirement(name)]} for name in sorted(with_agent)}
+    if base is None:
+        return list(pins.values()) if len(pins) <= cap else None
+    within = nodes.mask_of(with_agent)
+    matched: dict[str, list[int]] = {}
+    written = 0
+    for i, term in enumerate(base):
+        deadline.check()
+        names = nodes.names(nodes.admitting([term]) & within)
+        written += len(names)
+        if written > cap:
+            return None
+        for name in names:
+            matched.setdefault(name, []).append(i)
+    return [merge_terms(base[i], pin) for name, pin in pins.items() for i in matched.get(name, ())]
 
 
 @dataclass(frozen=True)
@@ -229,16 +238,18 @@ class EntryNodes:
 
 
 def entry_nodes(entries: Iterable[Any], view: ClusterView, namespace: str) -> list[EntryNodes]:
-    """Per valid entry, its matching known nodes and those with a Ready node-agent in `namespace`."""
+    """Per valid entry, its matching known nodes and those with a Ready node-agent in `namespace`: each selector
+    parsed once and evaluated against every node at once, the counts read off bit sets."""
     nodes = view.node_set()
-    ready = view.node_agents(namespace).ready
+    ready = nodes.mask_of(view.node_agents(namespace).ready)
     out = []
     for i, entry in enumerate(entries):
+        deadline.check()
         if load_affinity_problems([entry], "")[0]:
             continue  # reported as errors elsewhere
-        term = label_selector_term(entry["nodeSelector"])
-        matching = nodes.names_matching(("term", terms_key([term])), partial(term_matches, term), [[term]])
-        out.append(EntryNodes(i, str(entry.get("storageClass") or ""), len(matching), len(matching & ready)))
+        matching = nodes.admitting([label_selector_term(entry["nodeSelector"])])
+        storage_class = str(entry.get("storageClass") or "")
+        out.append(EntryNodes(i, storage_class, matching.bit_count(), (matching & ready).bit_count()))
     return out
 
 

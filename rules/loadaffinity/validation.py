@@ -69,8 +69,14 @@ def policy_config_map_cluster(ctx: Context, config_map: Json) -> None:
 
 
 def load_affinity_annotations(ctx: Context, target: PodTarget) -> None:
-    """A backup/restore pod's `load-affinity` and `storage-class` annotations against the cluster."""
-    if target.role.role not in ("backup", "restore"):
+    """A backup/restore pod's `load-affinity` and `storage-class` annotations against the cluster.
+
+    The entries of a role the policy does not trust are never evaluated against the nodes: none of them is applied,
+    and whether a selector the pod's author wrote matches a node would tell that author about the nodes' labels
+    (docs/design.md#13-what-a-review-may-tell). They are still counted and checked in shape.
+    """
+    role = target.role
+    if role.role not in ("backup", "restore"):
         return
     annotations = target.metadata.get("annotations") or {}
     old = _old_annotations(ctx, target)
@@ -83,7 +89,9 @@ def load_affinity_annotations(ctx: Context, target: PodTarget) -> None:
         if isinstance(entries, list):
             at = target.field(f"metadata.annotations[{LOAD_AFFINITY}]")
             check_entries(entries, at)
-            _warn(ctx, entry_cluster_problems(entries, at, ctx.view))
+            _warn(ctx, entry_cluster_problems(entries, at, ctx.view, against_nodes=role.trusted))
+            if entries and not role.trusted:
+                _warn(ctx, [(at, f"not checked against the nodes: role {role.role} is not trusted in this namespace")])
     storage_class = annotations.get(STORAGE_CLASS)
     changed = isinstance(storage_class, str) and storage_class and old.get(STORAGE_CLASS) != storage_class
     if changed and ctx.view.storage_class(str(storage_class)) is None:

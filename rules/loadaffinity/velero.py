@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rules import deadline
 from rules.kube.names import dns1123_subdomain_error
 from rules.kube.selectors import Problem, type_name
 from rules.loadaffinity.entries import known_fields, load_affinity_problems
@@ -105,6 +106,7 @@ def _document_problems(key: str, doc: Mapping[str, Any]) -> tuple[list[Problem],
     backup = doc.get("backupPVC")
     if isinstance(backup, Mapping):
         for source_class, spec in backup.items():
+            deadline.check()
             at = f"{base}.backupPVC[{source_class}]"
             if (err := dns1123_subdomain_error(str(source_class))) is not None:
                 errors.append((at, f"{err}: the key must name the source StorageClass"))

@@ -14,7 +14,7 @@ from tests.support import DATA, dig, load_yaml, mutate_checked, policy, table_ca
 MUTATION_KEYS = {"cluster", "expect", "name", "pod", "policy", "source", "why"}
 POLICY_KEYS = {"doc", "name", "problems"}
 POLICY_CONFIG_MAP_KEYS = {"doc", "name", "warnings"}
-POD_ANNOTATIONS_KEYS = {"annotations", "name", "role", "violations", "warnings"}
+POD_ANNOTATIONS_KEYS = {"annotations", "name", "namespace", "role", "source", "violations", "warnings"}
 
 TABLE = load_yaml(DATA / "loadaffinity" / "mutation.yaml")
 CLUSTER = load_yaml(DATA / "loadaffinity" / "cluster.yaml")
@@ -25,7 +25,7 @@ REQUIRED = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringEx
 def build(spec: Json) -> Json:
     """A complete Pod (or Job) from a case's short description."""
     role = spec.get("role", "backup")
-    metadata: Json = {"name": "vgdp-7hx2q", "namespace": "velero"}
+    metadata: Json = {"name": "vgdp-7hx2q", "namespace": spec.get("namespace", "velero")}
     if role in ROLE_LABELS:
         metadata["labels"] = {"velero.io/exposer-pod-group": ROLE_LABELS[role]}
     else:
@@ -168,7 +168,14 @@ def test_pod_annotation_validation(case: Json) -> None:
     from rules import pipeline
     from tests.support import subject
 
-    pod = build({"role": case["role"], "claims": ["data-kibishii"], "annotations": case["annotations"]})
+    pod = build(
+        {
+            "role": case["role"],
+            "claims": ["data-kibishii"],
+            "annotations": case["annotations"],
+            "namespace": case.get("namespace", "velero"),
+        }
+    )
     decision = pipeline.validate(subject(pod), view_from(*CLUSTER), policy())
     assert [[f.field, f.message] for f in decision.denials] == case["violations"]
     assert decision.warnings == case["warnings"]

@@ -15,7 +15,7 @@ from rules.model import Json
 from tests.support import DATA, load_yaml, mutate_checked, policy, subject, table_cases, validate_strict, view_from
 
 NODE_AFFINITY_KEYS = {"matches", "name", "node", "pod_fits", "terms"}
-CONSISTENCY_KEYS = {"name", "namespace", "no_nodes", "spec", "violations", "warnings"}
+CONSISTENCY_KEYS = {"name", "namespace", "no_nodes", "source", "spec", "violations", "warnings"}
 
 AFFINITY = load_yaml(DATA / "placement" / "node_affinity.yaml")
 CONSISTENCY = load_yaml(DATA / "placement" / "consistency.yaml")
