@@ -20,40 +20,58 @@ from typing import Any
 import orjson
 import yaml
 
-from rules.quoting import clip, escaped, field_path
+from rules.jsonscan import depth_over, has_big_integer, has_surrogate_escape, repeats_a_key
+from rules.quoting import escaped, field_path
+from rules.yamlstream import (
+    ALIASES_REFUSED,
+    FLOAT,
+    JSON_TAGS,
+    MAX_DEPTH,
+    MERGE,
+    MERGE_REFUSED,
+    NESTED_TOO_DEEPLY,
+    STR,
+    TooDeep,
+    key_problem,
+    load_stream,
+    not_finite,
+    repeated_key,
+    scan_depth,
+    tag_problem,
+)
 
 
 class DocumentError(ValueError):
     """A document could not be read; the message names the source and, for syntax errors, the line."""
 
 
-_JSON_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "map", "seq"))
-
-
 class _JsonTypesLoader(yaml.SafeLoader):
-    """SafeLoader that composes JSON values only; every refusal names the path and line of the value."""
+    """The reference loader, all Python: it composes JSON values only and every refusal names the path and line
+    of the value. rules/yamlstream.py builds the same values from LibYAML's events, with the same checks and
+    words; this one reads what LibYAML words otherwise (a lone surrogate escape) and every text when PyYAML has
+    no LibYAML, each after `scan_depth` (it composes recursively)."""
 
     def construct_document(self, node: Any) -> Any:
         self._check(node, "")
         return super().construct_document(node)
 
     def _check(self, node: Any, path: str) -> None:
-        if node.tag not in _JSON_TAGS:
-            _refuse(node, path, f"the YAML tag {_short_tag(node.tag)} is not accepted (only JSON values are)")
-        if node.tag == "tag:yaml.org,2002:float" and not math.isfinite(self.construct_yaml_float(node)):
-            _refuse(node, path, f"{node.value} is not accepted (only finite numbers are)")
+        if node.tag not in JSON_TAGS:
+            _refuse(node, path, tag_problem(node.tag))
+        if node.tag == FLOAT and not math.isfinite(self.construct_yaml_float(node)):
+            _refuse(node, path, not_finite(node.value))
         if isinstance(node, yaml.ScalarNode) and (found := _SURROGATE.search(node.value)):
             _refuse(node, path, _surrogate_problem(found.group()))
         if isinstance(node, yaml.MappingNode):
             seen: set[str] = set()
             for key, value in node.value:
-                if key.tag == "tag:yaml.org,2002:merge":
-                    _refuse(key, path, "merge keys (<<) are not accepted")
+                if key.tag == MERGE:
+                    _refuse(key, path, MERGE_REFUSED)
                 self._check(key, path)
-                if key.tag != "tag:yaml.org,2002:str":
-                    _refuse(key, path, _key_problem(key))
+                if key.tag != STR or not isinstance(key, yaml.ScalarNode):
+                    _refuse(key, path, key_problem(key.tag, key.value if isinstance(key, yaml.ScalarNode) else None))
                 if key.value in seen:
-                    _refuse(key, path, f'the key "{escaped(key.value)}" appears twice (a map has each key once)')
+                    _refuse(key, path, repeated_key(key.value))
                 seen.add(key.value)
                 self._check(value, f"{path}.{key.value}" if path else str(key.value))
         elif isinstance(node, yaml.SequenceNode):
@@ -63,12 +81,7 @@ class _JsonTypesLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()  # type: ignore[no-untyped-call]
-            raise yaml.composer.ComposerError(
-                None,
-                None,
-                "YAML aliases are not accepted (they allow documents that explode in size)",
-                event.start_mark,
-            )
+            raise yaml.composer.ComposerError(None, None, ALIASES_REFUSED, event.start_mark)
         return super().compose_node(parent, index)
 
 
@@ -79,24 +92,8 @@ _JsonTypesLoader.yaml_implicit_resolvers = {
 }
 
 
-def _key_problem(key: Any) -> str:
-    """Why a map key that is not a string is refused: JSON (and so every Kubernetes object) keys maps by strings;
-    sigs.k8s.io/yaml refuses a null key, and one that silently became "1" or "true" would not be what was meant."""
-    kind = {"null": "null", "int": "a number", "float": "a number", "bool": "a boolean"}.get(
-        key.tag.removeprefix("tag:yaml.org,2002:"), "a list or a map"
-    )
-    if not isinstance(key, yaml.ScalarNode):
-        return f"a map key is {kind}, not a string"
-    shown = escaped(clip(key.value or "~", 40))
-    return f'the map key {shown} is {kind}, not a string (quote it: "{shown}")'
-
-
 def _surrogate_problem(char: str, where: str = "holds") -> str:
     return f"{where} the lone surrogate {escaped(char)}, which is not Unicode text"
-
-
-def _short_tag(tag: str) -> str:
-    return "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org,2002:") else tag
 
 
 def _refuse(node: Any, path: str, problem: str) -> None:
@@ -104,10 +101,21 @@ def _refuse(node: Any, path: str, problem: str) -> None:
 
 
 def load_documents(text: str, source: str) -> list[Any]:
-    """All documents of a multi-document YAML (or JSON) text; empty documents are skipped."""
+    """All documents of a multi-document YAML (or JSON) text; empty documents are skipped.
+
+    A text that opens with `{` or `[` is read as JSON by orjson when it can be (rules/jsonscan.py says when: no
+    integer past 64 bits, no repeated key, no nesting past MAX_DEPTH; and none of the characters YAML refuses
+    or reads as line breaks); any other text, or a JSON text orjson refuses, is read as YAML, by LibYAML
+    (rules/yamlstream.py) unless it holds a lone surrogate. Every path refuses alike, naming the value.
+    """
     try:
+        if _JSON_START.match(text) and (value := _json_document(text)) is not _UNDECIDED:
+            return [value]
+        if yaml.__with_libyaml__ and not _has_surrogate(text):
+            return load_stream(text)
+        scan_depth(_SURROGATE_TEXT.sub(_same_length_blank, text))
         return [doc for doc in yaml.load_all(text, Loader=_JsonTypesLoader) if doc is not None]
-    except RecursionError:  # PyYAML composes recursively; never swap in CSafeLoader: it segfaults instead
+    except (TooDeep, RecursionError):
         raise DocumentError(f"{source}: not valid YAML: {NESTED_TOO_DEEPLY}") from None
     except ValueError as exc:  # an integer longer than Python converts (sys.get_int_max_str_digits)
         raise DocumentError(f"{source}: not valid YAML: {_value_error(exc)}") from None
@@ -123,7 +131,35 @@ def load_documents(text: str, source: str) -> list[Any]:
         raise DocumentError(f"{source}: not valid YAML: {exc}") from None
 
 
-NESTED_TOO_DEEPLY = "nested too deeply"
+_UNDECIDED = object()
+_JSON_START = re.compile(r"[ \t\r\n]*[\[{]")
+#: What YAML refuses (yaml.reader.Reader.NON_PRINTABLE) or reads as a line break, folded in a quoted string.
+_YAML_ONLY = re.compile("[^\x09\x0a\x0d\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+#: A lone surrogate, raw or escaped (`\\ud800`, `\\U0000d800`): LibYAML refuses it in its own words.
+_SURROGATE_TEXT = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\\U0000[dD][89a-fA-F][0-9a-fA-F]{2}|[\ud800-\udfff]")
+
+
+def _has_surrogate(text: str) -> bool:
+    return _SURROGATE_TEXT.search(text) is not None
+
+
+def _same_length_blank(found: re.Match[str]) -> str:
+    return " " if len(found.group()) == 1 else "\\u0020" if len(found.group()) == 6 else "\\U00000020"
+
+
+def _json_document(text: str) -> Any:
+    """The value of a JSON text, read by orjson, when that is exactly what the YAML reading gives or refuses
+    alike; _UNDECIDED when the YAML reader must decide (and word the refusal)."""
+    if _YAML_ONLY.search(text):
+        return _UNDECIDED
+    try:
+        data = text.encode("utf-8")
+        value = orjson.loads(data)
+    except (UnicodeEncodeError, orjson.JSONDecodeError):
+        return _UNDECIDED
+    if has_big_integer(data) or depth_over(data, MAX_DEPTH) or repeats_a_key(data, value) is not False:
+        return _UNDECIDED
+    return value
 
 
 class JsonError(ValueError):
@@ -171,16 +207,26 @@ def load_json(text: str | bytes) -> Any:
     orjson reads it first, two to three times faster (every review body comes through here). It refuses what
     the standard library is told to refuse, and a little more (a lone surrogate, nesting past 1,024); whatever
     it refuses, the standard library reads again, so the result and every error message stay the standard
-    library's. The one silent difference, an integer past 64 bits read as a float, is kept from it: a text
-    with a run of 19 digits or more goes to the standard library directly. A lone surrogate escape the standard
-    library reads is then refused (NotTextError, naming the string): no UTF-8 writer can echo it back.
+    library's. The one silent difference, an integer token past 64 bits read as a float, is kept from it: such
+    a text (rules/jsonscan.py finds the token, not digits in a string) goes to the standard library. A lone
+    surrogate escape the standard library reads is then refused (NotTextError, naming the string): no UTF-8
+    writer can echo it back. Only a text with a surrogate escape (or a str holding one) is walked for it.
     """
-    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-    if _LONG_DIGITS not in data.translate(_DIGITS):
+    raw_surrogate = False
+    if isinstance(text, bytes):
+        data = text
+    else:
         try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:
-            pass
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in the str itself, not escaped
+            data, raw_surrogate = text.encode("utf-8", "surrogatepass"), True
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    else:
+        if not has_big_integer(data):
+            return value
     if isinstance(text, bytes):
         text = text.decode("utf-8")
     try:
@@ -191,7 +237,7 @@ def load_json(text: str | bytes) -> Any:
         raise JsonError(NESTED_TOO_DEEPLY) from None
     except ValueError as exc:
         raise JsonError(_value_error(exc)) from None
-    if (lone := lone_surrogate(value)) is not None:
+    if (raw_surrogate or has_surrogate_escape(data)) and (lone := lone_surrogate(value)) is not None:
         raise NotTextError(*lone)
     return value
 
@@ -208,9 +254,6 @@ def _finite_float(text: str) -> float:
 
 
 _STRICT = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
-#: Every digit becomes "0" and every other byte " ": a run of 19 digits is then a plain substring search.
-_DIGITS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
-_LONG_DIGITS = b"0" * 19
 
 
 def copy_json(value: Any) -> Any:

@@ -102,8 +102,8 @@ def test_malformed_suites_exit_2_listing_every_problem_with_file_and_key_while_t
         "has nodes",
         f"storage-affinity-webhook: {keys}: cases[8].expect.warnings[0]: not a regular expression: missing ), "
         "unterminated subpattern at position 0",
-        f"storage-affinity-webhook: {shown(SYNTAX)}: YAML syntax error at line 3, column 1: expected ',' or ']', "
-        "but got '<stream end>'",
+        f"storage-affinity-webhook: {shown(SYNTAX)}: YAML syntax error at line 3, column 1: did not find expected "
+        "',' or ']'",
     ]
     lines = result.stdout.splitlines()
     assert sum(line.endswith("  pass") for line in lines) == 10  # the passing suite, and the failing suite's one

@@ -16,7 +16,8 @@ from typing import Any, Final
 from rules.messages import counted, denial_message
 from rules.model import Decision, Json, Subject
 from rules.quoting import escaped
-from rules.safeload import NESTED_TOO_DEEPLY, JsonError, NotTextError, dump_json, load_json
+from rules.safeload import JsonError, NotTextError, dump_json, load_json
+from rules.yamlstream import NESTED_TOO_DEEPLY
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 #: kube-apiserver keeps warnings whole up to 4096 runes in all; past that it cuts each to 256 runes
