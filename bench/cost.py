@@ -66,7 +66,10 @@ def crafted() -> list[Case]:
     backup = hostile.role_claimed_pod(100, 60)
     return [
         Case("load-affinity annotation 100 × 60 DoesNotExist, role by annotation (Pod)", backup),
-        Case("load-affinity annotation 100 × 60 DoesNotExist, role by annotation (Job)", hostile.as_job(backup)),
+        Case(
+            "load-affinity annotation 100 × 60 DoesNotExist, role by annotation (Job)",
+            hostile.as_job(hostile.role_claimed_pod(100, 60, prefix="j")),
+        ),
         Case(
             "mover: 20,000 volumes on one claim, 200 Pending users",
             hostile.mover_of_one_claim(20_000, PENDING_CLAIM),

@@ -201,14 +201,17 @@ def load_affinity_document(entries: int, requirements: int, prefix: str = "k") -
     )
 
 
-def role_claimed_pod(entries: int = 100, requirements: int = 60, *, name: str = "claims-backup") -> Json:
+def role_claimed_pod(
+    entries: int = 100, requirements: int = 60, *, name: str = "claims-backup", prefix: str = "k"
+) -> Json:
     """A tenant pod that claims the backup role by annotation (untrusted outside Velero's namespace: no grant),
-    with a load-affinity annotation of `entries` × `requirements`, which is still checked against the nodes."""
+    with a load-affinity annotation of `entries` × `requirements` (keys starting with `prefix`: another prefix, other
+    entries, which no memo has seen), which is still checked against the nodes."""
     return pod(
         name,
         annotations={
             "storage-affinity.io/role": "backup",
-            "storage-affinity.io/load-affinity": load_affinity_document(entries, requirements),
+            "storage-affinity.io/load-affinity": load_affinity_document(entries, requirements, prefix),
         },
     )
 
