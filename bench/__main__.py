@@ -16,6 +16,8 @@ from typing import Any
 from bench import (
     apicost,
     audit,
+    cost,
+    costfuzz,
     datasources,
     flood,
     floor,
@@ -131,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         result["hostile"] = hostile.measure(tmp / "hostile", certs, audit_seconds=5 if args.quick else 10)
         (tmp / "apicost").mkdir()
         result["apicost"] = apicost.measure(tmp / "apicost", certs)
+        (tmp / "cost").mkdir()
+        result["cost"] = cost.measure(tmp / "cost", certs, cost.NODE_COUNTS[:1] if args.quick else cost.NODE_COUNTS)
+        result["costfuzz"] = costfuzz.measure(costfuzz.NODE_COUNTS[:1] if args.quick else costfuzz.NODE_COUNTS)
 
         step(f"new connections during a flood of {flood.IDLE_TCP:,} idle and {flood.STALLED_TLS} stalled connections")
         result["flood"] = flood.runs(flood.SAMPLES, flood.IDLE_TCP, flood.STALLED_TLS, tmp / "flood")
@@ -249,6 +254,10 @@ def _later_targets(r: dict[str, Any]) -> list[dict[str, Any]]:
     ]
     out += r["hostile"]["targets"]  # the review budget: hostile objects and the reviews beside them (bench/hostile.py)
     out += r["apicost"]["targets"]  # what hostile objects cost the API server and the report writer (bench/apicost.py)
+    out += r["cost"][
+        "targets"
+    ]  # the crafted objects on the real server, beside them and audited (bench/cost.py)
+    out += r["costfuzz"]["targets"]  # every shape grown one dimension at a time, timed (bench/costfuzz.py)
     return out
 
 
