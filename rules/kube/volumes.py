@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rules import deadline
 from rules.cluster import ClusterView
 from rules.model import Json
 
@@ -146,6 +147,7 @@ def claim_volumes(
     """Every claim volume of a pod, classified. Reads PVCs and PVs; `LookupFailed` propagates."""
     out = []
     for index, volume, claim, ephemeral in claim_references(metadata, spec):
+        deadline.check()
         pvc = view.pvc(namespace, claim) if claim else None
         if pvc is not None:
             modes = access_modes(pvc)
