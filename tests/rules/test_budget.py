@@ -290,7 +290,7 @@ def _pod_with(value: Any) -> Json:
         "spec": {
             "volumes": value,
             "tolerations": value,
-            **{kind: value for kind in budget.CONTAINER_KINDS},
+            **dict.fromkeys(budget.CONTAINER_KINDS, value),
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": value}},
         },
     }
