@@ -36,11 +36,16 @@ def user(name: str, claim_name: str, node: str) -> Json:
 
 
 class Counting:
-    """A view that counts the walks of a claim's pods."""
+    """A view that counts the lookups of a claim and the walks of its pods."""
 
     def __init__(self, view: ClusterIndex) -> None:
         self.view = view
         self.walked: list[str] = []
+        self.looked_up: list[str] = []
+
+    def pvc(self, namespace: str, name: str) -> Json | None:
+        self.looked_up.append(name)
+        return self.view.pvc(namespace, name)
 
     def pods_using_claim(self, namespace: str, name: str) -> Iterator[Json]:
         self.walked.append(name)
@@ -72,6 +77,7 @@ def test_one_hold_per_distinct_claim_whatever_the_volumes(
     held = [name for name in dict.fromkeys(claims) if mode[name] != "ReadWriteMany"]
     assert [hold.claim for hold in result.holds] == held
     assert view.walked == held  # each claim's pods walked once
+    assert view.looked_up == list(dict.fromkeys(claims))  # each claim looked up and classified once
     # each hold is its claim's first volume, so every message names the first volume that mounts it
     assert [hold.volume.index for hold in result.holds] == [claims.index(name) for name in held]
     assert len(result.problems) <= len(held)
