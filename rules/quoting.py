@@ -9,10 +9,15 @@ it, while bidirectional-text controls (U+202E) can make a message read different
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 ECHO_LIMIT = 100
 KEY_LIMIT = 60
+#: Items a message lists (pods, nodes, volumes, claims) before it counts the rest: a claim mounted by 200 pods, or
+#: a pod of 1,000 volumes, must not make a message of them all.
+LISTED = 3
+_T = TypeVar("_T")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PATH_PART = re.compile(r"\[([^\]]*)\]|\.?([^.\[]+)")
 
@@ -20,6 +25,13 @@ _PATH_PART = re.compile(r"\[([^\]]*)\]|\.?([^.\[]+)")
 def clip(text: str, limit: int = ECHO_LIMIT) -> str:
     """`text`, or its first `limit` characters and an ellipsis."""
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def listed(items: Sequence[_T], show: Callable[[_T], str] = str, sep: str = ", ", limit: int = LISTED) -> str:
+    """The first `limit` items as `show` writes them, joined by `sep`, then `and N more`: `a, b, c, and 2 more`.
+    Only the items shown are written, so a message costs the same whatever the list's length."""
+    shown = sep.join([show(item) for item in items[:limit]])
+    return shown if len(items) <= limit else f"{shown}{sep}and {len(items) - limit:,} more"
 
 
 def one_of(allowed: Iterable[object]) -> str:

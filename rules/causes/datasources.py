@@ -14,6 +14,7 @@ from rules.datasource.scope import cdi_worker
 from rules.datasource.sources import data_source_ref, source_state
 from rules.datasource.vm import vm_spec, vms_to_follow
 from rules.kube.nodeaffinity import pod_fits_node, required_terms
+from rules.quoting import listed
 
 
 def _source_not_ready(stuck: Stuck) -> str | None:
@@ -75,7 +76,7 @@ def _vm_apart(stuck: Stuck) -> str | None:
             on = f"it follows VM {name_of(vm)}, which will use claim {follow.claim}"
             if not allowed:
                 return f"{on}: the VM's nodeSelector and required node affinity match no node"
-            shown = ", ".join(name_of(n) for n in allowed[:3]) + (", …" if len(allowed) > 3 else "")
+            shown = listed(allowed, name_of)
             return (
                 f"{on} and may run on {shown}; with its own nodeSelector and required node affinity (CDI's "
                 "workload placement) no node is left"

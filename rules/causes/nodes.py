@@ -7,6 +7,7 @@ from collections.abc import Callable
 from rules import deadline
 from rules.causes.stuck import NODE_CORDONED, NODE_NOT_READY, NODE_TAINTED, Cause, Stuck
 from rules.kube.nodeaffinity import HOSTNAME_LABEL, pinned_node, required_terms
+from rules.quoting import listed
 
 
 def _node_gone(stuck: Stuck) -> str | None:
@@ -26,8 +27,7 @@ def _unusable_as(code: str) -> Callable[[Stuck], str | None]:
         reasons = stuck.unusable
         if reasons is None or code not in {c for c, _ in reasons.values()}:
             return None
-        listed = [f"{node} {why}" for node, (_, why) in reasons.items()]
-        shown = "; ".join(listed[:3]) + (f"; and {len(listed) - 3} more" if len(listed) > 3 else "")
+        shown = listed(list(reasons.items()), lambda item: f"{item[0]} {item[1][1]}", sep="; ")
         if stuck.node_name:
             return f"its node {shown}"
         return f"every node its affinity and volumes allow is unusable: {shown}"

@@ -10,6 +10,7 @@ from rules.causes.stuck import Cause, Stuck
 from rules.coscheduling.anchors import name_of
 from rules.kube.nodeaffinity import volume_terms_match
 from rules.kube.volumes import ClaimVolume
+from rules.quoting import listed
 
 
 def _volume_topology(stuck: Stuck) -> str | None:
@@ -32,10 +33,10 @@ def _volume_topology(stuck: Stuck) -> str | None:
     if not together:
         if len(local) == 1:
             return f"{_pv_of(local[0])}'s node affinity matches no node"
-        return f"the node affinities of {', '.join(_pv_of(v) for v in local)} have no node in common"
+        return f"the node affinities of {listed(local, _pv_of)} have no node in common"
     if next(stuck.fitting(stuck.fits_own, stuck.own_groups), None) is None:
         return None  # its own constraints match no node at all: not the volumes' doing
-    shown = ", ".join(name_of(n) for n in together[:3]) + (", …" if len(together) > 3 else "")
+    shown = listed(together, name_of)
     return (
         f"its nodeSelector and required node affinity exclude every node {_pv_of(local[0])} can be used from ({shown})"
     )

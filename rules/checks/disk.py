@@ -16,11 +16,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rules import deadline
 from rules.context import Context, PodTarget
 from rules.kube.names import dns1123_label_error, label_key_error, label_value_error
 from rules.model import Severity
 from rules.quoting import clip
-from rules.suggest import unknown_field
+from rules.suggest import SUGGESTED, more_unknown, unknown_field
 
 FAMILY = "diskAnnotations"
 DOMAIN = "volumes.csi-baremetal.dell.com"
@@ -39,6 +40,8 @@ ANTI_KINDS = ("pod-label-required", "pod-label-preferred")
 TYPES = {AFFINITY_TYPES: AFFINITY_KINDS, ANTI_TYPES: ANTI_KINDS}
 
 Find = Callable[[str, str], None]  # (annotation key, message): one denial at that annotation
+#: Problems named in one annotation's list; the rest are counted.
+SHOWN = 10
 
 
 def is_disk_annotation(key: str) -> bool:
@@ -48,21 +51,41 @@ def is_disk_annotation(key: str) -> bool:
 
 
 def split_list(value: str) -> tuple[list[str], list[str]]:
-    """The unique, trimmed items of a comma-separated list, and a message per empty or repeated item."""
+    """The unique, trimmed items of a comma-separated list, and a message per empty or repeated item: the first
+    SHOWN of them, then one that counts the rest (a 256 KiB value of commas is one item per byte)."""
     if not value.strip():
         return [], ["must not be empty"]
     raw = value.split(",")
     items: dict[str, None] = {}  # sets, not lists: a 100,000-item value took a minute to check
-    problems: dict[str, None] = {}
+    repeated: set[str] = set()
+    problems: list[str] = []
+    bad = 0
     for position, text in enumerate(raw, 1):
         item = text.strip()
-        if not item:
-            problems[f"item {position} of {len(raw)} is empty (remove the extra comma)"] = None
-        elif item in items:
-            problems[f"{_q(item)} is listed more than once"] = None
-        else:
+        if item and item not in items:
             items[item] = None
-    return list(items), list(problems)
+            continue
+        if item:
+            if item in repeated:
+                continue
+            repeated.add(item)
+        bad += 1
+        if bad <= SHOWN:
+            problems.append(
+                f"{_q(item)} is listed more than once"
+                if item
+                else f"item {position} of {len(raw)} is empty (remove the extra comma)"
+            )
+    if bad > SHOWN:
+        problems.append(f"and {bad - SHOWN:,} more empty or repeated items")
+    return list(items), problems
+
+
+def shown(problems: list[str]) -> list[str]:
+    """The first SHOWN of an annotation's problems, then one that counts the rest."""
+    if len(problems) <= SHOWN:
+        return problems
+    return [*problems[:SHOWN], f"and {len(problems) - SHOWN:,} more problems in this list"]
 
 
 @dataclass(frozen=True)
@@ -120,11 +143,12 @@ def disk_annotations(ctx: Context, target: PodTarget) -> None:
     if ANTI_LABELS in annotations:
         items, problems = split_list(str(annotations[ANTI_LABELS]))
         for item in items:
+            deadline.check()
             label, item_problems = parse_label_item(item)
             problems.extend(item_problems)
             if label is not None:
                 parsed.labels.append(label)
-        for message in problems:
+        for message in shown(problems):
             find(ANTI_LABELS, message)
     dedicated = annotations.get(DEDICATED)
     if dedicated is not None and dedicated not in ("true", "false"):
@@ -134,9 +158,15 @@ def disk_annotations(ctx: Context, target: PodTarget) -> None:
             find(TOLERATIONS, message)
 
     _contradictions(ctx, target, annotations, parsed, find)
+    unknown = 0
     for key in annotations:
         if is_disk_annotation(key) and key not in KNOWN_KEYS:
-            find(key, unknown_field(key, KNOWN_KEYS).replace("unknown field", "unknown annotation", 1))
+            unknown += 1
+            if unknown <= SUGGESTED:
+                find(key, unknown_field(key, KNOWN_KEYS).replace("unknown field", "unknown annotation", 1))
+    if unknown > SUGGESTED:
+        message = more_unknown(unknown - SUGGESTED, f"annotations under {DOMAIN}")
+        ctx.report(target.field("metadata.annotations"), message, FAMILY)
     _warnings(ctx, target, annotations)
 
 
@@ -156,17 +186,22 @@ def _types(annotations: Mapping[str, Any], key: str, find: Find) -> list[str]:
     other_kinds = TYPES[other_key]
     items, problems = split_list(str(annotations[key]))
     valid = []
+    unknown = 0
     for item in items:
         if item in allowed:
             valid.append(item)
         elif item in other_kinds:
             problems.append(f"{_q(item)} is not allowed here: it belongs in {other_key}")
         else:
-            problems.append(unknown_field(item, allowed).replace("unknown field", f"unknown type {_q(item)}", 1))
+            unknown += 1
+            if unknown <= SUGGESTED:
+                problems.append(unknown_field(item, allowed).replace("unknown field", f"unknown type {_q(item)}", 1))
+    if unknown > SUGGESTED:
+        problems.append(more_unknown(unknown - SUGGESTED, "types"))
     for family in dict.fromkeys(kind.rpartition("-")[0] for kind in valid):
         if f"{family}-required" in valid and f"{family}-preferred" in valid:
             problems.append(f"{family}-required and {family}-preferred together: keep one of them")
-    for message in problems:
+    for message in problems:  # at most SHOWN + 1 of the list's own, a few more, SUGGESTED + 1 unknown types
         find(key, message)
     return valid
 

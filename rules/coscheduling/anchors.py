@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from rules import deadline
 from rules.annotations import CO_SCHEDULE_WITH
 from rules.cluster import ClusterView
 from rules.context import PodTarget
@@ -17,6 +18,7 @@ from rules.kube.volumes import OWNED, SINGLE_POD, ClaimVolume
 from rules.memo import Memo
 from rules.model import Json, Severity
 from rules.policy import Policy
+from rules.quoting import LISTED, listed
 from rules.roles import classify
 from rules.suggest import unknown_field
 
@@ -130,6 +132,7 @@ def claim_hold(view: ClusterView, policy: Policy, target: PodTarget, volume: Cla
     pending: list[Json] = []
     nodes: set[str] = set()
     for pod in view.pods_using_claim(target.namespace, volume.claim or ""):
+        deadline.check()
         metadata = pod.get("metadata") or {}
         phase = (pod.get("status") or {}).get("phase") or "Pending"
         if phase in FINISHED or metadata.get("deletionTimestamp"):
@@ -155,7 +158,8 @@ def claim_hold(view: ClusterView, policy: Policy, target: PodTarget, volume: Cla
 
 def plan(view: ClusterView, policy: Policy, target: PodTarget) -> Plan:
     """Holds of every owned or single-pod claim (only the annotated one when `co-schedule-with` is set), the
-    anchor, and every reason placement is impossible."""
+    anchor, and every reason placement is impossible. One hold per distinct claim, of its first volume: the pods
+    of a claim are walked once however many volumes mount it."""
     result = Plan()
     volumes = result.volumes = target.volumes(view)
     wanted = (target.metadata.get("annotations") or {}).get(CO_SCHEDULE_WITH)
@@ -163,17 +167,26 @@ def plan(view: ClusterView, policy: Policy, target: PodTarget) -> Plan:
         chosen = [v for v in volumes if v.claim == wanted]
         if not chosen:
             known = sorted({v.claim for v in volumes if v.claim})
-            hint = unknown_field(str(wanted), known).removeprefix("unknown field ") if known else "(it mounts none)"
+            hint = (
+                unknown_field(str(wanted), known, LISTED).removeprefix("unknown field ")
+                if known
+                else "(it mounts none)"
+            )
             at = target.field(f"metadata.annotations[{CO_SCHEDULE_WITH}]")
             message = f'names claim "{wanted}", which this pod does not mount {hint}'
             result.problems.append(Problem(at, message, Severity.DENY, "annotation"))
             return result
         volumes = chosen
-    considered = [v for v in volumes if v.access in (OWNED, SINGLE_POD) and v.claim]
+    considered: dict[str, ClaimVolume] = {}
+    for v in volumes:
+        if v.access in (OWNED, SINGLE_POD) and v.claim:
+            considered.setdefault(v.claim, v)
     if not considered:
         result.idle = "no ReadWriteOnce or ReadWriteOncePod claim" + (f" {wanted}" if wanted else "")
         return result
-    result.holds = [claim_hold(view, policy, target, v) for v in considered]
+    for v in considered.values():
+        deadline.check()
+        result.holds.append(claim_hold(view, policy, target, v))
     for hold in result.holds:
         if hold.volume.access == SINGLE_POD and hold.holders:
             holder = min(hold.holders, key=age_key)
@@ -185,9 +198,8 @@ def plan(view: ClusterView, policy: Policy, target: PodTarget) -> Plan:
             severity = Severity.WARN if policy.read_write_once_pod == "warn" else Severity.DENY
             result.problems.append(Problem(target.field(hold.volume.field), message, severity, "single-pod"))
         elif hold.split:
-            pods = ", ".join(
-                f"{name_of(u)} on {node_of(u)}" for u in sorted(hold.users, key=age_key) if phase_of(u) == "Running"
-            )
+            running = sorted((u for u in hold.users if phase_of(u) == "Running"), key=age_key)
+            pods = listed(running, lambda u: f"{name_of(u)} on {node_of(u)}")
             message = (
                 f"ReadWriteOnce claim {hold.claim} is in use on different nodes ({pods}); "
                 "not co-scheduled: check which pod really has it mounted"
@@ -206,7 +218,7 @@ def plan(view: ClusterView, policy: Policy, target: PodTarget) -> Plan:
                 )
                 result.problems.append(Problem(target.field(hold.volume.field), message, Severity.DENY, "two-nodes"))
     elif not result.problems:
-        claims = ", ".join(h.claim for h in result.holds)
+        claims = listed([h.claim for h in result.holds])
         result.idle = f"no other pod holds claim {claims}"
     return result
 

@@ -106,7 +106,7 @@ def _place(ctx: Context, target: PodTarget, result: Plan, *, node: str, lead: Ho
     if ctx.policy.copy_tolerations:
         extra = [t for anchor in anchors for t in (anchor.get("spec") or {}).get("tolerations") or ()]
         own = list(spec.get("tolerations") or ())
-        merged = merge_tolerations(own, extra)
+        merged = merge_tolerations(own, extra, target.field("spec.tolerations"))
         if merged != own:
             target.patch.set("spec", "tolerations", value=merged)
 

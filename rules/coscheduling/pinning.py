@@ -24,6 +24,7 @@ from rules.kube.nodeaffinity import (
 )
 from rules.kube.volumes import ClaimVolume
 from rules.model import Json
+from rules.quoting import listed
 from rules.safeload import copy_json
 
 REQUIRED_AFFINITY, NODE_SELECTOR, NODE_NAME = PLACEMENTS
@@ -71,9 +72,9 @@ def hostname_selector(
 def node_name_unsafe(volumes: Sequence[ClaimVolume], spec: Mapping[str, Any]) -> str:
     """Why `nodeName` must not be used ("" when it may): it bypasses the scheduler, so a WaitForFirstConsumer
     claim is never provisioned and scheduling gates are ignored (VolSync learned this)."""
-    unbound = [v.claim or v.volume for v in volumes if not v.bound]
+    unbound = list(dict.fromkeys(v.claim or v.volume for v in volumes if not v.bound))
     if unbound:
-        return f"claim {', '.join(unbound)} is not bound yet (nodeName would block its provisioning)"
+        return f"claim {listed(unbound)} is not bound yet (nodeName would block its provisioning)"
     if spec.get("schedulingGates"):
         return "the pod has schedulingGates (nodeName would bypass them)"
     return ""

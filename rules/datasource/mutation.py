@@ -27,6 +27,7 @@ from rules.coscheduling.pinning import (
 from rules.datasource.scope import in_scope
 from rules.datasource.sources import FREE, NODE, UNRESOLVED, ZONE, SourcePlace, source_places
 from rules.kube.nodeaffinity import and_terms
+from rules.quoting import listed
 
 
 def mutate_data_source(ctx: Context, target: PodTarget) -> None:
@@ -61,8 +62,8 @@ def conflict(nodes: Sequence[SourcePlace]) -> str:
     """Why claims whose sources sit on different nodes can never be provisioned for one pod ("" when they can)."""
     if len({p.node for p in nodes}) < 2:
         return ""
-    listed = "; ".join(f"claim {p.claim} from {p.source} on node {p.node}" for p in nodes)
-    return f"claims restored from sources on different nodes, one pod can never provision them all: {listed}"
+    shown = listed(nodes, lambda p: f"claim {p.claim} from {p.source} on node {p.node}", sep="; ")
+    return f"claims restored from sources on different nodes, one pod can never provision them all: {shown}"
 
 
 def _place(ctx: Context, target: PodTarget, nodes: list[SourcePlace], zones: list[SourcePlace]) -> None:

@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.budget import selector_excess
+from rules.budget import (
+    MAX_ANNOTATIONS,
+    MAX_TOLERATIONS,
+    MAX_VOLUMES,
+    containers_excess,
+    count_excess,
+    selector_excess,
+)
 from rules.kube.selectors import is_int64, type_name
 from rules.kube.shapekit import Problems, Shape, boolean, int64, join, list_of, map_of, obj, string
 
@@ -87,6 +94,37 @@ class _Budgeted(Shape):
             out.limits.append((join(path, "nodeSelectorTerms"), f"has {excess}"))
 
 
+class _Counted(Shape):
+    """A list or map of at most `limit` items (rules/budget.py), counted before its items are walked, as
+    `_Budgeted` does: past it, one limit at the field, and the items' types checked without paths."""
+
+    def __init__(self, inner: Shape, what: str, limit: int) -> None:
+        self.inner, self.what, self.limit = inner, what, limit
+
+    def ok(self, value: Any) -> bool:
+        # counted first: a list past the limit is refused without a look at its items
+        return (not isinstance(value, (list, dict)) or len(value) <= self.limit) and self.inner.ok(value)
+
+    def walk(self, value: Any, path: str, out: Problems) -> None:
+        excess = count_excess(value, self.what, self.limit)
+        if excess is None or not self.inner.ok(value):
+            self.inner.walk(value, path, out)
+        if excess is not None:
+            out.limits.append((path, f"has {excess}"))
+
+
+class _Containers(Shape):
+    """A pod spec's containers of every kind, counted together (rules/budget.py); no rule reads them."""
+
+    def ok(self, value: Any) -> bool:
+        return containers_excess(value) is None
+
+    def walk(self, value: Any, path: str, out: Problems) -> None:
+        excess = containers_excess(value)
+        if excess is not None:
+            out.limits.append((join(path, excess[0]), f"has {excess[1]}"))
+
+
 _NODE_AFFINITY = obj(
     {"requiredDuringSchedulingIgnoredDuringExecution": _Budgeted(obj({"nodeSelectorTerms": list_of(_TERM)}))},
 )
@@ -99,7 +137,7 @@ METADATA = obj(
         "creationTimestamp": string,
         "deletionTimestamp": string,
         "labels": _STRINGS,
-        "annotations": _Annotations(),
+        "annotations": _Counted(_Annotations(), "annotations", MAX_ANNOTATIONS),
         # Who controls the object: role trust recognises CDI's workers by the claim that controls them, and a CDI
         # prime claim's target by its owner.
         "ownerReferences": list_of(
@@ -121,6 +159,7 @@ _VOLUME = obj(
 _TOLERATION = obj(
     {"key": string, "operator": string, "value": string, "effect": string, "tolerationSeconds": int64},
 )
+_VOLUMES = _Counted(list_of(_VOLUME), "volumes", MAX_VOLUMES)
 #: What the audit reads of a status to say why a pod waits (rules/causes/).
 _CONDITION = obj(
     {"type": string, "status": string, "reason": string, "message": string, "lastTransitionTime": string},
@@ -142,11 +181,12 @@ POD = obj(
             {
                 "nodeName": string,
                 "nodeSelector": _STRINGS,
-                "volumes": list_of(_VOLUME),
-                "tolerations": list_of(_TOLERATION),
+                "volumes": _VOLUMES,
+                "tolerations": _Counted(list_of(_TOLERATION), "tolerations", MAX_TOLERATIONS),
                 "schedulingGates": list_of(obj({"name": string})),
                 "affinity": obj({"nodeAffinity": _NODE_AFFINITY}),
-            }
+            },
+            extra=_Containers(),
         ),
     }
 )
@@ -160,13 +200,18 @@ NODE = obj(
     }
 )
 #: A workload's pod template: what the rules that need no cluster read of it (rules/registry.py).
-_POD_TEMPLATE = obj({"metadata": METADATA, "spec": obj({"volumes": list_of(_VOLUME)})})
+_POD_TEMPLATE = obj({"metadata": METADATA, "spec": obj({"volumes": _VOLUMES})})
 WORKLOAD = obj({"metadata": METADATA, "spec": obj({"template": _POD_TEMPLATE})})
 STATEFUL_SET = obj(
     {
         "metadata": METADATA,
         "spec": obj(
-            {"template": _POD_TEMPLATE, "volumeClaimTemplates": list_of(obj({"metadata": obj({"name": string})}))}
+            {
+                "template": _POD_TEMPLATE,
+                "volumeClaimTemplates": _Counted(
+                    list_of(obj({"metadata": obj({"name": string})})), "volumeClaimTemplates", MAX_VOLUMES
+                ),
+            }
         ),
     }
 )

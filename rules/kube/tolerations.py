@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rules.budget import check_tolerations
 from rules.kube.names import label_key_error, label_value_error
 from rules.memo import Memo
 from rules.model import Json
@@ -28,8 +29,9 @@ def toleration_key(toleration: Mapping[str, Any]) -> TolerationKey:
     )
 
 
-def merge_tolerations(own: Sequence[Json], extra: Sequence[Json]) -> list[Json]:
-    """`own` unchanged, then each toleration of `extra` that is not already there."""
+def merge_tolerations(own: Sequence[Json], extra: Sequence[Json], field: str = "spec.tolerations") -> list[Json]:
+    """`own` unchanged, then each toleration of `extra` that is not already there. Raises OverBudget when the
+    result, which the caller writes at `field`, would pass the review budget's MAX_TOLERATIONS."""
     out = list(own)
     seen = {toleration_key(t) for t in own}
     for toleration in extra:
@@ -37,14 +39,18 @@ def merge_tolerations(own: Sequence[Json], extra: Sequence[Json]) -> list[Json]:
         if key not in seen:
             seen.add(key)
             out.append(dict(toleration))
+    check_tolerations(out, field)
     return out
 
 
-def merge_policy_tolerations(own: Sequence[Json], policy_tolerations: Sequence[Json]) -> list[Json]:
+def merge_policy_tolerations(
+    own: Sequence[Json], policy_tolerations: Sequence[Json], field: str = "spec.tolerations"
+) -> list[Json]:
     """`merge_tolerations` with the policy's own list, whose keys are computed once per policy (the policy is
     replaced on reload, never changed, so its list's identity says everything the keys depend on). Only the
     pod's tolerations whose `key` field one of the policy's has can equal one of them, so only those are keyed:
-    a pod's own are most often the API server's two defaults, which no policy repeats."""
+    a pod's own are most often the API server's two defaults, which no policy repeats. Raises OverBudget as
+    `merge_tolerations` does."""
     out = list(own)
     distinct, names = _POLICY_KEYS.by_identity((policy_tolerations,), None, lambda: _distinct(policy_tolerations))
     if not distinct:
@@ -56,6 +62,7 @@ def merge_policy_tolerations(own: Sequence[Json], policy_tolerations: Sequence[J
     for key, toleration in distinct:
         if key not in present:
             out.append(dict(toleration))
+    check_tolerations(out, field)
     return out
 
 
@@ -75,10 +82,56 @@ def _distinct(tolerations: Sequence[Json]) -> _Distinct:
 FILTERING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
-def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
+class Tolerated:
+    """A pod's tolerations indexed for judging many taints (one pod against every node): each taint costs a few set
+    lookups, where `tolerates` on the list scans every toleration; a pod of 1,000 tolerations checked against
+    5,000 nodes would otherwise make millions of comparisons. Judges exactly as `tolerates` does; build it once per
+    pod and pass it wherever a list of tolerations is asked for."""
+
+    __slots__ = ("_any_key", "_any_key_equal", "_equal", "_exists")
+
+    def __init__(self, tolerations: Sequence[Mapping[str, Any]]) -> None:
+        self._exists: set[tuple[Any, Any]] = set()  # (key, effect) of `Exists` with a key
+        self._any_key: set[Any] = set()  # effects of `Exists` without a key: every key
+        self._equal: set[tuple[Any, Any, Any]] = set()  # (key, value, effect) of `Equal` with a key
+        self._any_key_equal: set[tuple[Any, Any]] = set()  # (value, effect) of `Equal` without a key
+        for toleration in tolerations:
+            key, effect = toleration.get("key") or "", toleration.get("effect") or ""
+            operator = toleration.get("operator") or "Equal"
+            if operator == "Exists":
+                if key:
+                    self._exists.add((key, effect))
+                else:
+                    self._any_key.add(effect)
+            elif operator == "Equal":
+                value = toleration.get("value") or ""
+                if key:
+                    self._equal.add((key, value, effect))
+                else:
+                    self._any_key_equal.add((value, effect))
+
+    def tolerates(self, taint: Mapping[str, Any]) -> bool:
+        key, value = taint.get("key") or "", taint.get("value") or ""
+        for effect in (taint.get("effect") or "", ""):  # a toleration without an effect tolerates every effect
+            if (
+                effect in self._any_key
+                or (key, effect) in self._exists
+                or (key, value, effect) in self._equal
+                or (value, effect) in self._any_key_equal
+            ):
+                return True
+        return False
+
+
+Tolerations = Sequence[Mapping[str, Any]] | Tolerated
+
+
+def tolerates(tolerations: Tolerations, taint: Mapping[str, Any]) -> bool:
     """Whether some toleration tolerates the taint, as the API's `Toleration.ToleratesTaint` decides: an empty
     effect tolerates every effect, an empty key with `Exists` every key, `Exists` any value, `Equal` (the
     default) the same value."""
+    if isinstance(tolerations, Tolerated):
+        return tolerations.tolerates(taint)
     for toleration in tolerations:
         effect = toleration.get("effect") or ""
         if effect and effect != (taint.get("effect") or ""):
@@ -94,7 +147,7 @@ def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]
     return False
 
 
-def untolerated_taint(tolerations: Sequence[Mapping[str, Any]], node: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def untolerated_taint(tolerations: Tolerations, node: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The first of the node's taints that keeps a pod with these tolerations from being scheduled there, or None."""
     for taint in (node.get("spec") or {}).get("taints") or ():
         if (
@@ -106,7 +159,7 @@ def untolerated_taint(tolerations: Sequence[Mapping[str, Any]], node: Mapping[st
     return None
 
 
-def node_tolerated(tolerations: Sequence[Mapping[str, Any]], node: Mapping[str, Any]) -> bool:
+def node_tolerated(tolerations: Tolerations, node: Mapping[str, Any]) -> bool:
     """Whether a pod with these tolerations may be scheduled on the node, as far as its taints go."""
     return untolerated_taint(tolerations, node) is None
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rules import deadline
 from rules.cluster import ClusterView
 from rules.model import Json
 
@@ -143,16 +144,23 @@ def claim_references(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> li
 def claim_volumes(
     view: ClusterView, namespace: str, metadata: Mapping[str, Any], spec: Mapping[str, Any]
 ) -> list[ClaimVolume]:
-    """Every claim volume of a pod, classified. Reads PVCs and PVs; `LookupFailed` propagates."""
+    """Every claim volume of a pod, classified. Reads PVCs and PVs; `LookupFailed` propagates. A claim that several
+    volumes mount is looked up and classified once: its access modes and its PV's terms are the tenant's to grow."""
     out = []
+    known: dict[str, tuple[Json, Json | None, str | None, tuple[Json, ...] | None]] = {}
     for index, volume, claim, ephemeral in claim_references(metadata, spec):
+        deadline.check()
+        if claim is not None and (found := known.get(claim)) is not None:
+            out.append(ClaimVolume(index, volume, claim, ephemeral, *found))
+            continue
         pvc = view.pvc(namespace, claim) if claim else None
-        if pvc is not None:
-            modes = access_modes(pvc)
-        else:
+        if pvc is None:
             modes = list(_ephemeral_claim_spec(spec, index).get("accessModes") or ()) if ephemeral else []
+            out.append(ClaimVolume(index, volume, claim, ephemeral, None, None, access_class(modes), None))
+            continue
         pv = claim_pv(view, namespace, pvc)
-        out.append(ClaimVolume(index, volume, claim, ephemeral, pvc, pv, access_class(modes), pv_required_terms(pv)))
+        classified = known[str(claim)] = (pvc, pv, access_class(access_modes(pvc)), pv_required_terms(pv))
+        out.append(ClaimVolume(index, volume, claim, ephemeral, *classified))
     return out
 
 

@@ -45,7 +45,8 @@ def template_spec(kind: str, obj: Json, template: Json) -> Json:
     if not claims:
         return spec
     workload = (obj.get("metadata") or {}).get("name") or ""
-    names = [name for claim in claims if (name := (claim.get("metadata") or {}).get("name"))]
-    kept = [volume for volume in spec.get("volumes") or () if volume.get("name") not in names]
+    names = list(dict.fromkeys(name for claim in claims if (name := (claim.get("metadata") or {}).get("name"))))
+    replaced = set(names)  # a set: each volume is looked up, and both lists are the tenant's to grow
+    kept = [volume for volume in spec.get("volumes") or () if volume.get("name") not in replaced]
     added = [{"name": name, "persistentVolumeClaim": {"claimName": f"{name}-{workload}-0"}} for name in names]
     return {**spec, "volumes": kept + added}

@@ -493,7 +493,7 @@ READ_FIELDS = frozenset(
         "preferredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms", "matchExpressions", "matchFields",
         "preference", "weight", "key", "operator", "values", "nodeSelector", "nodeName", "tolerations", "effect",
         "value", "tolerationSeconds", "schedulingGates", "data", "status", "phase", "ownerReferences", "controller",
-        "userInfo", "username",
+        "userInfo", "username", "containers",
     }
 )  # fmt: skip
 #: Maps whose keys are the user's: any key below them is read.

@@ -3,15 +3,22 @@ one; what is within the budget is placed as before, at a cost that does not mult
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rules import budget, pipeline
 from rules.budget import OverBudget, check_product, terms_excess
 from rules.kube import nodeaffinity, selectors
 from rules.kube.nodeaffinity import REQUIRED, and_terms, simplify, terms_imply
+from rules.kube.selectors import type_name
+from rules.kube.shapes import SHAPES, object_problems, well_formed
 from rules.model import Decision, Json, Severity
 from rules.policy import default_policy
 from testkit import hostile
@@ -19,13 +26,76 @@ from tests.support import DATA, dig, mutate_checked, policy, subject, table_case
 
 
 def built(spec: Json) -> tuple[Json, list[Json]]:
-    """The case's object and the objects of its namespace, from testkit/hostile.py."""
+    """The case's object and the objects of its namespace, from testkit/hostile.py and the builders below."""
     builder = spec["builder"]
     if builder == "affinity_pod":
         return hostile.affinity_pod(spec["terms"]), []
     if builder == "cdi_importer":
         return hostile.cdi_importer(spec["pod_terms"], spec["vm_terms"], spec.get("vms", 1))
+    if builder == "grown_pod":
+        return grown_pod(spec)
+    if builder == "stateful_set":
+        return stateful_set(spec["volumes"], spec["claim_templates"]), []
+    if builder == "load_affinity_pod":
+        return load_affinity_pod(spec["entries"], spec["requirements"], spec.get("values", 0)), []
     return hostile.backup_pod(spec["pod_terms"], spec["entries"]), []
+
+
+def grown_pod(spec: Json) -> tuple[Json, list[Json]]:
+    """A VolSync mover whose `volumes` all mount one claim, with `containers`, `init_containers`, `tolerations`
+    and `annotations` as many as the case says; and that claim, bound, with a Pending pod of the namespace using it."""
+    mover = hostile.claims_pod("grown", [hostile.CLAIM] * spec.get("volumes", 1))
+    pod_spec = mover["spec"]
+    pod_spec["containers"] = [{"name": f"c{i}", "image": "busybox"} for i in range(spec.get("containers", 1))]
+    if "init_containers" in spec:
+        pod_spec["initContainers"] = [{"name": f"i{i}", "image": "busybox"} for i in range(spec["init_containers"])]
+    if "tolerations" in spec:
+        pod_spec["tolerations"] = [
+            {"key": f"example.com/t{i}", "operator": "Exists"} for i in range(spec["tolerations"])
+        ]
+    if "annotations" in spec:
+        mover["metadata"]["annotations"] = {f"example.com/a{i}": "x" for i in range(spec["annotations"])}
+    claim = hostile.claim_object(hostile.CLAIM)
+    claim["status"] = {"phase": "Bound", "accessModes": ["ReadWriteOnce"]}
+    return mover, [claim, hostile.pod("user", claim=hostile.CLAIM)]
+
+
+def stateful_set(volumes: int, claim_templates: int) -> Json:
+    """A StatefulSet whose template has `volumes` emptyDir volumes and `claim_templates` volumeClaimTemplates, the
+    first of which replaces the template volume of its name."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "grown", "namespace": hostile.NAMESPACE},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"app": "grown"}},
+                "spec": {
+                    "containers": [{"name": "main", "image": "busybox"}],
+                    "volumes": [{"name": f"v{i}", "emptyDir": {}} for i in range(volumes)],
+                },
+            },
+            "volumeClaimTemplates": [{"metadata": {"name": f"v{i}"}} for i in range(claim_templates)],
+        },
+    }
+
+
+def load_affinity_pod(entries: int, requirements: int, values: int) -> Json:
+    """A Velero backup pod whose load-affinity annotation has `entries` entries of `requirements` requirements:
+    `DoesNotExist` (no values), or `In` with `values` values."""
+
+    def requirement(i: int, j: int) -> Json:
+        key = f"example.com/e{i}-{j}"
+        if not values:
+            return {"key": key, "operator": "DoesNotExist"}
+        return {"key": key, "operator": "In", "values": [f"v{k}" for k in range(values)]}
+
+    listed = [
+        {"nodeSelector": {"matchExpressions": [requirement(i, j) for j in range(requirements)]}} for i in range(entries)
+    ]
+    pod = hostile.backup_pod(0, 1)
+    pod["metadata"]["annotations"]["storage-affinity.io/load-affinity"] = json.dumps(listed)
+    return pod
 
 
 KEYS = {"name", "source", "object", "nodes", "enforcement", "mutation", "validation", "limit", "field"}
@@ -49,8 +119,9 @@ def _named(decision: Decision, case: Json, *, denied: bool) -> None:
     why = decision.over_budget.removeprefix(f"{field}: " if field else "")
     assert why.startswith("over the review budget: ") and why.endswith(limit), why
     if denied:
-        found = [f for f in decision.findings if f.family == budget.FAMILY]
-        assert [(f.field, f.severity, f.message) for f in found] == [(field, Severity.DENY, why)]
+        found = [(f.field, f.severity, f.message) for f in decision.findings if f.family == budget.FAMILY]
+        assert found[-1] == (field, Severity.DENY, why)  # the last limit the answer names; each is a denial
+        assert {severity for _, severity, _ in found} == {Severity.DENY}
     else:
         assert any(limit in w and (not field or field in w) for w in decision.warnings), decision.warnings
 
@@ -63,7 +134,11 @@ def test_budget_table(case: Json, monkeypatch: pytest.MonkeyPatch) -> None:
     checks: list[int] = []
     monkeypatch.setattr(nodeaffinity, "requirement_matches", counting(checks, selectors.requirement_matches))
 
-    if case["mutation"] == "patched":
+    if case["mutation"] == "unreviewed":  # a workload: the mutating webhook reads Pods and Jobs only
+        mutation = pipeline.mutate(subject(pod), view, pol)
+        assert mutation.patch == [] and mutation.allowed and mutation.over_budget is None
+        result = pod
+    elif case["mutation"] == "patched":
         mutation, result = mutate_checked(pod, view, pol)
         assert mutation.over_budget is None and mutation.allowed
         assert len(dig(result, "spec", *REQUIRED, "nodeSelectorTerms")) == case["terms_written"]
@@ -150,3 +225,96 @@ def test_a_mistyped_pod_past_the_limit_is_still_refused_for_its_types() -> None:
     assert raised.value.problems == [
         ("spec." + ".".join(REQUIRED) + ".nodeSelectorTerms[5].matchExpressions", "must be a list, not string")
     ]
+
+
+# --- every count is total over JSON ------------------------------------------------------------------------------
+
+#: Keys the counts read, and a few others: arbitrary objects rarely hold the keys a count looks for.
+_KEYS = st.sampled_from(
+    [
+        "nodeSelectorTerms",
+        "matchExpressions",
+        "matchFields",
+        "values",
+        "key",
+        "operator",
+        "nodeSelector",
+        "matchLabels",
+        *budget.CONTAINER_KINDS,
+    ]
+) | st.text(max_size=3)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=24,
+)
+
+#: Every public function of rules/budget.py, called with JSON wherever it takes a value to count.
+TOTAL: dict[str, Callable[[Any], object]] = {
+    "size": budget.size,
+    "count_excess": lambda value: budget.count_excess(value, "volumes", 2),
+    "containers_excess": budget.containers_excess,
+    "selector_excess": budget.selector_excess,
+    "terms_excess": budget.terms_excess,
+    "check_product": lambda value: budget.check_product(value, value),
+    "check_terms": lambda value: budget.check_terms(value, "spec"),
+    "check_tolerations": lambda value: budget.check_tolerations(value, "spec.tolerations"),
+    "check_entries": lambda value: budget.check_entries(value, "metadata.annotations"),
+    "check_followed": lambda value: budget.check_followed(value, "spec.volumes"),
+    "placement_over_budget": lambda value: budget.placement_over_budget(str(value), "spec"),
+}
+
+
+def test_every_function_of_the_budget_is_proven_total() -> None:
+    public = {name for name, value in vars(budget).items() if inspect.isfunction(value) and not name.startswith("_")}
+    assert public == set(TOTAL)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES, JSON_VALUES)
+def test_the_counts_take_any_json_value(value: Any, other: Any) -> None:
+    """The boundary counts before it checks types: a count answers or raises OverBudget, whatever the value."""
+    for count in TOTAL.values():
+        with contextlib.suppress(OverBudget):
+            count(value)
+    with contextlib.suppress(OverBudget):
+        budget.check_product(value, other)
+    with contextlib.suppress(OverBudget):
+        budget.check_product(None, other)
+
+
+def _pod_with(value: Any) -> Json:
+    """A pod with `value` at every field the boundary counts."""
+    return {
+        "metadata": {"annotations": value, "labels": {"a": "b"}},
+        "spec": {
+            "volumes": value,
+            "tolerations": value,
+            **dict.fromkeys(budget.CONTAINER_KINDS, value),
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": value}},
+        },
+    }
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES, st.sampled_from(sorted(SHAPES)))
+def test_the_boundary_counts_any_json_value_and_names_what_it_refuses(value: Any, kind: str) -> None:
+    """The boundary's limit pass never raises; what `well_formed` refuses, the walk names (a type, a value or a
+    limit), and what it accepts has no problem."""
+    for obj in (value, _pod_with(value), {"spec": {"template": _pod_with(value), "volumeClaimTemplates": value}}):
+        problems = object_problems(kind, obj)
+        assert well_formed(kind, obj) is not bool(problems.types or problems.values or problems.limits)
+
+
+@pytest.mark.parametrize("values", [1.5, 7, True, "v", {"v": 1}])
+def test_a_mistyped_value_list_is_a_400_naming_the_field(values: Any) -> None:
+    """`values` that is not a list is the type walk's to name (the count takes it for nothing), on any term part."""
+    field = f"spec.{'.'.join(REQUIRED)}.nodeSelectorTerms[0].matchFields[0].values"
+    for terms in (1, 2_000):  # within the budget and past it: refused for the type either way
+        pod = hostile.affinity_pod(terms)
+        dig(pod, "spec", *REQUIRED, "nodeSelectorTerms")[0]["matchFields"] = [
+            {"key": "metadata.name", "operator": "In", "values": values}
+        ]
+        with pytest.raises(pipeline.BadObject) as raised:
+            pipeline.mutate(subject(pod), view_from(), default_policy())
+        assert raised.value.problems == [(field, f"must be a list, not {type_name(values)}")]

@@ -15,7 +15,7 @@ CASES_DIR = DATA / "coschedule"
 LIBRARY = load_yaml(CASES_DIR / "library.yaml")
 CASE_KEYS = {
     "name", "why", "state", "policy", "mover", "job", "patch", "warnings", "violations",
-    "validation_warnings", "reasons", "audit",
+    "validation_warnings", "reasons", "audit", "source",
 }  # fmt: skip
 
 

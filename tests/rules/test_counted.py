@@ -1,11 +1,13 @@
 """Counts in messages agree with their noun (rules/messages.py `counted`): the audit's progress names the kinds it
-lists (`listed 2 StorageClasses`), the audit summary, a denial's problems and the warnings not shown all use it."""
+lists (`listed 2 StorageClasses`), the audit summary, a denial's problems and the warnings not shown all use it.
+Lists in messages show a few items, then count the rest (rules/quoting.py `listed`)."""
 
 from __future__ import annotations
 
 import pytest
 
 from rules.messages import counted
+from rules.quoting import listed
 from webhook.audit.command import LIVE_KINDS
 
 
@@ -44,3 +46,28 @@ def test_every_kind_the_live_audit_lists_has_its_plural() -> None:
         "2 Jobs",
         "2 CronJobs",
     ]
+
+
+@pytest.mark.parametrize(
+    ("items", "sep", "expected"),
+    [
+        ([], ", ", ""),
+        (["a"], ", ", "a"),
+        (["a", "b", "c"], ", ", "a, b, c"),
+        (["a", "b", "c", "d"], ", ", "a, b, c, and 1 more"),
+        ([f"n{i}" for i in range(5_000)], "; ", "n0; n1; n2; and 4,997 more"),
+    ],
+)
+def test_a_list_in_a_message_shows_three_then_counts(items: list[str], sep: str, expected: str) -> None:
+    assert listed(items, sep=sep) == expected
+
+
+def test_only_the_items_shown_are_written() -> None:
+    written: list[int] = []
+
+    def show(i: int) -> str:
+        written.append(i)
+        return f"#{i}"
+
+    assert listed(range(10_000), show) == "#0, #1, #2, and 9,997 more"
+    assert written == [0, 1, 2]

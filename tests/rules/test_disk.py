@@ -14,7 +14,7 @@ from tests.support import DATA, load_yaml, policy, subject, table_cases, validat
 
 DISK_KEYS = {
     "annotations", "kind", "labels", "name", "namespace", "object", "old_annotations", "operation", "statefulset",
-    "violations", "volumes", "warnings"
+    "violations", "volumes", "warnings", "source"
 }  # fmt: skip
 
 TABLES = sorted((DATA / "disk").glob("*.yaml"))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 import pytest
@@ -71,3 +72,30 @@ def test_excluded_namespace_is_not_validated() -> None:
     pod = _pod({"storage-affinity.io/role": "x"})
     pod["metadata"]["namespace"] = "kube-system"
     assert pipeline.validate(subject(pod), view_from(), policy()).allowed
+
+
+def test_unknown_keys_past_the_first_ten_are_counted_not_suggested(monkeypatch: pytest.MonkeyPatch) -> None:
+    """storage-affinity-webhook issue 'Bounded by construction': a did-you-mean for each of 999 unknown keys cost
+    seconds; the first ten get theirs, in annotation order, and one finding counts the rest."""
+    compared: list[str] = []
+    real = difflib.get_close_matches
+
+    def counted(name: str, *args: Any, **kwargs: Any) -> list[str]:
+        compared.append(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(difflib, "get_close_matches", counted)
+    keys = {f"storage-affinity.io/placment-{i}": "x" for i in range(999)}
+    decision = pipeline.validate(subject(_pod({"storage-affinity.io/role": "x", **keys})), view_from(), policy())
+    assert [(f.field, f.message) for f in decision.findings] == [
+        ("metadata.annotations[storage-affinity.io/role]", '"x" is not one of none, mover, backup, restore'),
+        *(
+            (
+                f"metadata.annotations[storage-affinity.io/placment-{i}]",
+                'unknown annotation (did you mean "placement"?)',
+            )
+            for i in range(10)
+        ),
+        ("metadata.annotations", "and 989 more unknown storage-affinity.io/ annotations (the first 10 are named)"),
+    ]
+    assert compared == [f"placment-{i}" for i in range(10)]

@@ -45,3 +45,19 @@ def test_under_enforcement_warn_it_is_admitted_unchanged_with_a_warning(endpoint
     assert got["allowed"] is True and "patch" not in got
     warnings = got["warnings"]
     assert isinstance(warnings, list) and any(LIMIT in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize("endpoint", ["mutate", "validate"])
+def test_a_float_among_match_fields_values_is_a_400_naming_the_field(endpoint: str) -> None:
+    """The budget counts before the types are checked, and counts a mistyped `values` as nothing: the type walk
+    names it, as for any other mistyped field, never a 500."""
+    pod = hostile.affinity_pod(1)
+    term = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    term["nodeSelectorTerms"][0]["matchFields"] = [{"key": "metadata.name", "operator": "In", "values": 1.5}]
+    client = app_client(Runtime(policy=default_policy(), view=view_from(*hostile.nodes(3)), namespace="saw"))
+    body = json.dumps(admission_review("CREATE", pod)).encode()
+    response = client.post(f"/{endpoint}", data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.get_data(as_text=True) == (
+        f"request.object.{FIELD}[0].matchFields[0].values: must be a list, not number\n"
+    )
