@@ -12,10 +12,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bench.memory import large_pod
 from rules import pipeline
 from rules.checks import placement
 from rules.coscheduling import anchors
 from rules.kube import tolerations
+from rules.kube.names import label_key_error
+from rules.kube.nodeaffinity import required_terms
 from rules.loadaffinity import mutation, nodeagents
 from rules.memo import ENTRY_BYTES, Memo, digest, json_weight
 from rules.model import Subject
@@ -177,3 +180,18 @@ def test_reviews_leave_none_of_their_strings_in_the_memos_keys_nor_in_unweighed_
         held = {id(obj) for obj in _reachable(roots)}
         assert not held & strings, name
         assert memo.weight <= memo._budget, name
+
+
+def test_the_memory_bench_sends_distinct_reviews_within_the_budget() -> None:
+    """What `python -m bench.memory` sends: valid label keys, new to each review, and no limit of the budget
+    passed (else it would measure refusals, not what reviews leave behind)."""
+    pods = [large_pod(1), large_pod(2)]
+    requirements = [[r for term in required_terms(pod["spec"]) or [] for r in term["matchExpressions"]] for pod in pods]
+    assert len(requirements[0]) == 8_000
+    assert all(label_key_error(r["key"]) is None and len(r["key"]) == 317 for r in requirements[0])
+    assert not {r["key"] for r in requirements[0]} & {r["key"] for r in requirements[1]}
+    index = ClusterIndex()
+    for node in hostile.nodes(3):
+        index.apply(node)
+    subject = Subject(kind="Pod", operation="CREATE", namespace=hostile.NAMESPACE, name="large", obj=pods[0])
+    assert pipeline.validate(subject, index, default_policy()).over_budget is None
