@@ -11,7 +11,7 @@ must say everything the result depends on. Three kinds of key:
 - snapshot identity (`by_snapshot`): the same for big objects replaced whole (a node set): the entry holds weak
   references, so a replaced snapshot is freed at once rather than when the memo next empties.
 
-A structural key is stored as its `digest` (at most 33 bytes), never as itself: a key built from a review's own
+A structural key is stored as its `digest` (at most 65 bytes), never as itself: a key built from a review's own
 strings (a pod's 8,000 requirements) would otherwise keep them for as long as the entry lives. So an entry costs
 the same whatever the review, and what a value costs is weighed (`weigh`, given when a value can hold data from
 a review or a node-sized set): each memo is bounded in entries and in bytes (`budget`), and is emptied when full.
@@ -33,33 +33,35 @@ import orjson
 T = TypeVar("T")
 K = TypeVar("K")
 
-#: What an entry costs besides its value: the dict slot, the entry, the digest and the key tuple of ids.
-ENTRY_BYTES = 256
+#: What an entry costs besides its value, at most: the dict slot, the entry, the digest and the key tuple of ids.
+ENTRY_BYTES = 320
 #: The default byte budget of a memo: its entries alone (values weighed as nothing unless `weigh` says).
-DEFAULT_BUDGET = 1 << 20
+DEFAULT_BUDGET = 4096 * ENTRY_BYTES
 
 _blake2b = hashlib.blake2b
 _dumps = orjson.dumps
-#: Keys whose encoding is at most this long are kept as the encoding (a copy), not hashed: as small, and cheaper.
-_SHORT = 32
+#: Keys whose encoding is at most this long are kept as the encoding (a copy), not hashed: hashing costs more than
+#: the rest of a lookup, and the keys an honest review asks under are shorter (a class, a digest and a tag).
+_SHORT = 64
 
 
 def digest(key: Hashable) -> bytes:
-    """A fixed-size stand-in for a structural key, equal for equal keys and, short of a blake2b collision, distinct
-    for distinct ones; a new bytes object, so it keeps nothing of the key alive.
+    """A stand-in for a structural key of at most 65 bytes, equal for equal keys and, short of a blake2b
+    collision, distinct for distinct ones; a new bytes object, so it keeps nothing of the key alive.
 
     The encoding is unambiguous: JSON (a string is quoted, a tuple is an array, `1`, `1.0`, `true` and `"1"` differ)
     and bytes as a tagged map, which no key holds; what JSON cannot say (an integer past 64 bits, a lone
-    surrogate) goes through `repr`, under another prefix. A short encoding is its own digest (prefix "="),
+    surrogate) goes through `repr`, under another prefix. Numbers are finite, as every loader of this project
+    makes them (JSON would write a non-finite one as null). A short JSON encoding is its own digest (prefix "="),
     others are hashed (prefix "#"): the two never meet.
     """
     try:
-        encoded = b"j" + _dumps(key, default=_tagged)
+        encoded = _dumps(key, default=_tagged)
     except orjson.JSONEncodeError:
-        encoded = b"r" + _repr(key).encode("utf-8", "surrogatepass")
+        return b"#" + _blake2b(b"r" + _repr(key).encode("utf-8", "surrogatepass"), digest_size=16).digest()
     if len(encoded) <= _SHORT:
         return b"=" + encoded
-    return b"#" + _blake2b(encoded, digest_size=16).digest()
+    return b"#" + _blake2b(b"j" + encoded, digest_size=16).digest()
 
 
 def _tagged(value: Any) -> Any:
