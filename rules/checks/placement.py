@@ -28,7 +28,7 @@ from rules.kube.nodeaffinity import (
 )
 from rules.kube.volumes import ClaimVolume, node_local_terms
 from rules.kube.workloads import POD_KINDS
-from rules.memo import Memo
+from rules.memo import Memo, digest
 from rules.model import Json, Severity
 from rules.quoting import clip, escaped
 
@@ -150,15 +150,15 @@ def _check_satisfiable(
     )
 
 
-#: `terms_key` of a node-local PV's required terms, by the identity of the PV (a cluster index object, replaced
-#: and never changed): the PVs a pod mounts repeat from review to review, and keying their terms is most of what
-#: asking "does some node fit?" costs once the node set has answered it.
+#: The `digest` of `terms_key` of a node-local PV's required terms, by the identity of the PV (a cluster index
+#: object, replaced and never changed): the PVs a pod mounts repeat from review to review, and keying their terms
+#: is most of what asking "does some node fit?" costs once the node set has answered it.
 _PV_TERMS_KEYS: Memo[Hashable] = Memo(4096)
 
 
 def _pv_terms_key(volume: ClaimVolume) -> Hashable:
     terms = volume.pv_terms or ()
-    return _PV_TERMS_KEYS.by_identity((volume.pv,), None, lambda: terms_key(terms))
+    return _PV_TERMS_KEYS.by_identity((volume.pv,), None, lambda: digest(terms_key(terms)))
 
 
 def _away(lv: LocalVolume) -> str:

@@ -23,6 +23,7 @@ first: only the nodes its terms and nodeSelector admit are handed to its predica
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -36,8 +37,11 @@ from rules.model import Json
 Predicate = Callable[[Json], bool]
 
 MEMO_SIZE = 4096
-#: Node-name sets are bigger than yes/no answers: fewer are kept.
+#: Node-name sets are bigger than yes/no answers: fewer are kept, and they are weighed.
 SETS_MEMO_SIZE = 256
+#: Bytes of node-name sets (a set of all 10,000 nodes is 0.5 MiB) and of node bit masks a snapshot keeps.
+SETS_BUDGET = 8 << 20
+MASKS_BUDGET = 4 << 20
 
 
 class NodeSet:
@@ -54,13 +58,13 @@ class NodeSet:
                 self._by_label.setdefault(str(key), {}).setdefault(str(value), set()).add(name)
         self._with_label = {key: frozenset().union(*values.values()) for key, values in self._by_label.items()}
         self._memo: Memo[bool] = Memo(MEMO_SIZE)
-        self._sets: Memo[frozenset[str]] = Memo(SETS_MEMO_SIZE)
+        self._sets: Memo[frozenset[str]] = Memo(SETS_MEMO_SIZE, budget=SETS_BUDGET, weigh=sys.getsizeof)
         self._index = {name: i for i, name in enumerate(self._nodes)}
         self._names, self._list = list(self._nodes), list(self._nodes.values())  # by bit index
         self._integers: dict[str, IntegerLabel] = {}  # Gt/Lt: a label's integer values, built on first use
         self._all = (1 << len(self._nodes)) - 1
         self._label_bits: dict[tuple[str, str | None], int] = {}  # (key, value or None for "has the key") → bits
-        self._masks: Memo[int] = Memo(SETS_MEMO_SIZE)  # a bit per node: as big as a set of names
+        self._masks: Memo[int] = Memo(SETS_MEMO_SIZE, budget=MASKS_BUDGET, weigh=sys.getsizeof)  # a bit per node
 
     def __len__(self) -> int:
         return len(self._nodes)

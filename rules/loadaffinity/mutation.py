@@ -43,7 +43,7 @@ from rules.kube.volumes import SELECTED_NODE, WAIT_FOR_FIRST_CONSUMER, ClaimVolu
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.loadaffinity.nodeagents import restrict_to_node_agents, warn_selected_node
 from rules.loadaffinity.velero import VeleroConfigError, read_config
-from rules.memo import Memo
+from rules.memo import Memo, digest, json_weight
 from rules.messages import counted
 from rules.model import Json
 from rules.policy import Policy
@@ -119,7 +119,7 @@ class LoadTerms:
 
 #: Load terms depend only on the entry list (the policy's or the ConfigMap's, never modified), its source and the
 #: class.
-_LOAD_TERMS: Memo[LoadTerms] = Memo(256)
+_LOAD_TERMS: Memo[LoadTerms] = Memo(256, budget=2 << 20, weigh=lambda load: json_weight(load.terms))
 
 
 def load_terms_for(settings: LoadSettings, storage_class: str | None) -> LoadTerms:
@@ -132,7 +132,7 @@ def load_terms_for(settings: LoadSettings, storage_class: str | None) -> LoadTer
         terms = simplify(parts)
         scope = "class " + applied if applied != GLOBAL else "every class"
         reason = f"load affinity: {counted(len(selected), f'{settings.source} entry')} for {scope} (ORed)"
-        return LoadTerms(len(selected), applied, terms, terms_key(terms), reason, f"loadAffinity for {scope}")
+        return LoadTerms(len(selected), applied, terms, digest(terms_key(terms)), reason, f"loadAffinity for {scope}")
 
     if settings.source == "annotation":  # the pod's own list: a new object every review
         return compute()
@@ -324,7 +324,7 @@ class Combined:
 
 
 #: Backup pods of one class and zone (or node, for local PVs) get the same terms: the AND is computed once.
-_COMBINED: Memo[Combined] = Memo(1024)
+_COMBINED: Memo[Combined] = Memo(1024, budget=4 << 20, weigh=lambda combined: json_weight(combined.terms))
 
 
 def combine_terms(current: list[Json] | None, load: LoadTerms, volumes: Sequence[ClaimVolume]) -> Combined:
@@ -338,13 +338,13 @@ def combine_terms(current: list[Json] | None, load: LoadTerms, volumes: Sequence
     def compute() -> Combined:
         pv_terms = node_local_terms(local)
         if current is not None and all(terms_imply(current, terms) for terms in [load.terms, *pv_terms]):
-            return Combined(current, terms_key(current), changed=False)
+            return Combined(current, digest(terms_key(current)), changed=False)
         result = current
         for terms in [*pv_terms, load.terms]:
             deadline.check()
             result = and_terms(result, terms)
         assert result is not None
-        return Combined(copy_json(result), terms_key(result), changed=True, excess=terms_excess(result))
+        return Combined(copy_json(result), digest(terms_key(result)), changed=True, excess=terms_excess(result))
 
     current_key = None if current is None else terms_key(current)
     return _COMBINED.by_identity(tuple(volume.pv for volume in local), (current_key, load.key), compute)

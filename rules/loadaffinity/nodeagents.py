@@ -43,7 +43,7 @@ from rules.kube.selectors import Problem
 from rules.kube.tolerations import node_tolerated, toleration_key
 from rules.loadaffinity.agents import NodeAgents
 from rules.loadaffinity.entries import load_affinity_problems
-from rules.memo import Memo
+from rules.memo import Memo, json_weight
 from rules.messages import counted
 from rules.model import Json
 from rules.policy import Policy
@@ -118,8 +118,9 @@ class Split:
 
 
 #: Data movers of one class and zone have the same constraints: split once per node and node-agent snapshot, so a
-#: review costs a lookup whatever the node count (set operations over 10,000 names were most of a review).
-_SPLITS: Memo[Split] = Memo(256)
+#: review costs a lookup whatever the node count (set operations over 10,000 names were most of a review). The
+#: snapshots are held weakly: a replaced one is freed at once.
+_SPLITS: Memo[Split] = Memo(256, budget=4 << 20, weigh=lambda split: json_weight(split.restricted))
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ def split(view: ClusterView, agents: NodeAgents, constraints: Constraints, cap: 
         restricted = restriction(nodes, constraints.terms, with_agent, without, cap) if with_agent and without else None
         return Split(len(admissible), len(with_agent), len(without), restricted)
 
-    return _SPLITS.by_identity((nodes, agents), (constraints.key(), cap), compute)
+    return _SPLITS.by_snapshot((nodes, agents), (constraints.key(), cap), compute)
 
 
 def pinned_without_node_agent(view: ClusterView, policy: Policy, namespace: str, node: str) -> bool:
