@@ -26,7 +26,7 @@ from yaml.constructor import ConstructorError, SafeConstructor
 from rules.quoting import clip, escaped
 
 #: Collections nested deeper than this are refused. A Kubernetes object nests about 12 deep (a pod's affinity
-#: values, inside a List); the pure-Python reader gave out near 350 (Python's recursion limit).
+#: values, inside a List); PyYAML's Python composer, which recurses, gives out near 350 (the recursion limit).
 MAX_DEPTH = 100
 NESTED_TOO_DEEPLY = "nested too deeply"
 ALIASES_REFUSED = "YAML aliases are not accepted (they allow documents that explode in size)"
