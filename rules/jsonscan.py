@@ -15,11 +15,12 @@ from typing import Any
 import orjson
 
 #: orjson reads integers in [-2**63, 2**64 - 1] exactly; past them, a float.
-_INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
+_INT_MIN_DIGITS, _UINT_MAX_DIGITS = str(2**63).encode(), str(2**64 - 1).encode()
+#: An integer token of 19 digits or more: not inside a longer number, not a fraction's or an exponent's digits.
+_INTEGER_TOKEN = re.compile(rb"(?<![\d.eE+\-])(-?)(\d{19,})(?![\d.eE])")
 #: Every digit becomes "0" and every other byte " ": a run of 19 digits is then a plain substring search.
 _DIGITS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
 _LONG_DIGITS = b"0" * 19
-_LONG_RUN = re.compile(b"0{19,}")
 #: `\\ud800`-`\\udfff` escapes: the only way a lone surrogate enters a JSON text written in UTF-8.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _ESCAPED_COLON = re.compile(rb"\\u003[aA]")
@@ -38,24 +39,15 @@ def _plain_quotes(data: bytes) -> bytes:
 
 def has_big_integer(data: bytes) -> bool:
     """Whether a valid JSON text has an integer token past 64 bits, which orjson would read as a float. A run
-    of 19 digits is searched first (one translate and one find); only such runs are then placed: inside a string
-    (an odd number of quotes before it), in a fraction or an exponent, or an integer of their own."""
-    digits = data.translate(_DIGITS)
-    if _LONG_DIGITS not in digits:
+    of 19 digits is searched first (one translate and one find); only then are the strings dropped and the
+    integer tokens of 19 digits or more (not a fraction's or an exponent's digits) compared with the bounds,
+    as digit strings of the same length compare."""
+    if _LONG_DIGITS not in data.translate(_DIGITS):
         return False
-    quotes = _plain_quotes(data)
-    inside, counted = 0, 0
-    for run in _LONG_RUN.finditer(digits):
-        start, end = run.span()
-        inside, counted = (inside + quotes.count(b'"', counted, start)) % 2, start
-        before, after = data[start - 1 : start], data[end : end + 1]
-        if inside or before in (b".", b"e", b"E", b"+") or after in (b".", b"e", b"E"):
-            continue
-        if before == b"-":
-            if data[start - 2 : start - 1] in (b"e", b"E"):
-                continue
-            start -= 1
-        if end - start > 21 or not _INT_MIN <= int(data[start:end]) <= _UINT_MAX:
+    outside = b"".join(_plain_quotes(data).split(b'"')[::2]) if b'"' in data else data
+    for sign, digits in _INTEGER_TOKEN.findall(outside):
+        bound = _INT_MIN_DIGITS if sign else _UINT_MAX_DIGITS
+        if len(digits) > len(bound) or (len(digits) == len(bound) and digits > bound):
             return True
     return False
 

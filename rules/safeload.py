@@ -109,10 +109,11 @@ def load_documents(text: str, source: str) -> list[Any]:
     (rules/yamlstream.py) unless it holds a lone surrogate. Every path refuses alike, naming the value.
     """
     try:
-        if _JSON_START.match(text) and (value := _json_document(text)) is not _UNDECIDED:
+        json_text = _JSON_START.match(text) is not None
+        if json_text and (value := _json_document(text)) is not _UNDECIDED:
             return [value]
         if yaml.__with_libyaml__ and not _has_surrogate(text):
-            return load_stream(text)
+            return load_stream(text, json=json_text)
         scan_depth(_SURROGATE_TEXT.sub(_same_length_blank, text))
         return [doc for doc in yaml.load_all(text, Loader=_JsonTypesLoader) if doc is not None]
     except (TooDeep, RecursionError):

@@ -16,6 +16,7 @@ LibYAML (`yaml.__with_libyaml__` false; the events of `scan_depth` then come fro
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import yaml
@@ -25,7 +26,7 @@ from yaml.constructor import ConstructorError, SafeConstructor
 from rules.quoting import clip, escaped
 
 #: Collections nested deeper than this are refused. A Kubernetes object nests about 12 deep (a pod's affinity
-#: values, inside a List); the pure-Python reader gave out near 350 (Python's recursion limit).
+#: values, inside a List); PyYAML's Python composer, which recurses, gives out near 350 (the recursion limit).
 MAX_DEPTH = 100
 NESTED_TOO_DEEPLY = "nested too deeply"
 ALIASES_REFUSED = "YAML aliases are not accepted (they allow documents that explode in size)"
@@ -103,10 +104,14 @@ def scan_depth(text: str) -> None:
         parser.dispose()
 
 
-def load_stream(text: str) -> list[Any]:
+def load_stream(text: str, *, json: bool = False) -> list[Any]:
     """The non-empty documents of a YAML text without a lone surrogate, built from LibYAML's events; refusals
-    raise what the reference loader raises (ConstructorError, ComposerError, ValueError), or TooDeep."""
-    return _Builder(_RESOLVERS).documents(text)
+    raise what the reference loader raises (ConstructorError, ComposerError, ValueError), or TooDeep.
+
+    `json`: the text is JSON (it opens with `{` or `[`), whose unquoted values are JSON's: a number reads as
+    JSON reads it (`1e3` is 1000.0, where YAML 1.1 has a string) and `NaN`, `Infinity` or `1e400` is refused as
+    not finite, as orjson reads the same text."""
+    return _Builder(_RESOLVERS, json).documents(text)
 
 
 class _Frame:
@@ -127,7 +132,8 @@ class _Builder:
     """The values of one stream's documents; `problem` and `late` hold a document's first check problem and its
     first value its tag cannot build, raised at its end (so that a later syntax error comes first, as there)."""
 
-    def __init__(self, resolvers: dict[Any, list[tuple[str, Any]]]) -> None:
+    def __init__(self, resolvers: dict[Any, list[tuple[str, Any]]], json: bool) -> None:
+        self.json = json
         wildcard = resolvers.get(None, [])
         self.resolvers = {first: [*found, *wildcard] for first, found in resolvers.items() if first is not None}
         self.wildcard = wildcard
@@ -213,7 +219,12 @@ class _Builder:
         text = event.value
         tag = event.tag
         if tag is None or tag == "!":
-            tag = self._resolve(text) if event.implicit[0] else STR
+            if not event.implicit[0]:
+                tag = STR
+            elif self.json and not is_key and (_JSON_NUMBER.fullmatch(text) or text in _NON_FINITE):
+                return self._json_number(text, path, event.start_mark, checking)
+            else:
+                tag = self._resolve(text)
         if tag == STR and not is_key:
             return text, None, None
         problem: Exception | None = None
@@ -225,6 +236,19 @@ class _Builder:
             return self._build(tag, text, event), problem, None
         except (ValueError, ConstructorError) as exc:
             return None, problem, exc
+
+    @staticmethod
+    def _json_number(text: str, path: str, mark: Any, checking: bool) -> tuple[Any, Any, Any]:
+        """(value, check problem, build problem) of an unquoted number in a JSON text."""
+        if text not in _NON_FINITE and not any(char in text for char in ".eE"):
+            try:
+                return int(text), None, None
+            except ValueError as exc:  # past sys.get_int_max_str_digits
+                return None, None, exc
+        value = math.inf if text in _NON_FINITE else float(text)
+        if checking and not math.isfinite(value):
+            return None, ConstructorError(None, None, _at(path, not_finite(text)), mark), None
+        return value, None, None
 
     def _scalar_problem(
         self, tag: str, text: str, mark: Any, *, path: str, is_key: bool, top: _Frame | None
@@ -255,14 +279,13 @@ class _Builder:
         if _KIND.get(tag) is not None:
             raise ConstructorError(None, None, f"expected a {_KIND[tag]} node, but found scalar", event.start_mark)
         node = yaml.ScalarNode(tag, text, event.start_mark, event.end_mark)
-        if tag == INT:
-            return self.constructor.construct_yaml_int(node)
-        if tag == FLOAT:
-            return self.constructor.construct_yaml_float(node)
+        build = {INT: self.constructor.construct_yaml_int, FLOAT: self.constructor.construct_yaml_float}
         try:
-            return self.constructor.construct_yaml_bool(node)
-        except KeyError:
-            raise ConstructorError(None, None, f"{text!r} is not a boolean", event.start_mark) from None
+            return build.get(tag, self.constructor.construct_yaml_bool)(node)
+        except (KeyError, IndexError):  # `!!bool x`, `!!int ""`: PyYAML raises these, uncaught
+            kind = {INT: "an integer", FLOAT: "a number"}.get(tag, "a boolean")
+            problem = f'"{escaped(clip(text, 40))}" is not {kind}'
+            raise ConstructorError(None, None, problem, event.start_mark) from None
 
     def _collection_checks(
         self, tag: str, builds: str, path: str, mark: Any, is_key: bool
@@ -306,6 +329,8 @@ def _at(path: str, problem: str) -> str:
     return f"{path}: {problem}" if path else problem
 
 
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+_NON_FINITE = frozenset(("NaN", "Infinity", "-Infinity"))
 #: The implicit resolvers of the reference loader: SafeLoader's, less timestamps (a date stays a string).
 _RESOLVERS = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != _Y + "timestamp"]
