@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from rules import budget
 from rules.model import Json
 from testkit import hostile
 
@@ -43,6 +44,12 @@ class Dimension:
     kinds: tuple[str, ...] = POD_KINDS
     bases: tuple[str, ...] = BASES
     whole: bool = False
+    #: The most the review budget lets one object hold of this dimension (larger runs stop at half of it).
+    limit: int | None = None
+
+    def scaled(self, scale: int) -> int:
+        """The size `scale` times the test's, at most half the budget's limit (the double must fit too)."""
+        return min(self.size * scale, self.limit // 2) if self.limit else self.size * scale
 
 
 def _spec(pod: Json) -> Json:
@@ -285,19 +292,33 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("tolerations", ("spec.tolerations",), 128, _tolerations),
     Dimension("nodeSelector labels", ("spec.nodeSelector",), 128, _node_selector),
     Dimension("scheduling gates", ("spec.schedulingGates",), 128, _scheduling_gates),
-    Dimension("required terms", (TERMS,), 128, _terms_grow),
+    Dimension("required terms", (TERMS,), 128, _terms_grow, limit=budget.MAX_TERMS),
     Dimension("requirements of a term", (f"{TERMS}[].matchExpressions",), 256, _requirements),
     Dimension("values of a requirement", (f"{TERMS}[].matchExpressions[].values",), 256, _values),
-    Dimension("Gt terms on the hostname", (TERMS,), 128, _gt_terms),
+    Dimension("Gt terms on the hostname", (TERMS,), 128, _gt_terms, limit=budget.MAX_TERMS),
     Dimension("matchFields of a term failing spec.nodeName", (f"{TERMS}[].matchFields",), 256, _match_fields),
     Dimension("labels", ("metadata.labels",), 128, _labels),
     Dimension("unknown storage-affinity.io annotation keys", _ANNOTATIONS, 64, _unknown_keys),
     Dimension("foreign annotation keys", _ANNOTATIONS, 128, _foreign_keys),
     Dimension("unknown disk types", _ANNOTATIONS, 64, _disk_types),
     Dimension("disk anti-affinity labels", _ANNOTATIONS, 128, _disk_labels),
-    Dimension("load-affinity entries", _ANNOTATIONS, 32, _la_entries, bases=("backup",)),
+    Dimension(
+        "load-affinity entries",
+        _ANNOTATIONS,
+        32,
+        _la_entries,
+        bases=("backup",),
+        limit=budget.MAX_LOAD_AFFINITY_ENTRIES,
+    ),
     Dimension("load-affinity requirements of an entry", _ANNOTATIONS, 128, _la_requirements, bases=("backup",)),
-    Dimension("role claimed by annotation: load-affinity entries", _ANNOTATIONS, 32, _role_claimed, bases=("plain",)),
+    Dimension(
+        "role claimed by annotation: load-affinity entries",
+        _ANNOTATIONS,
+        32,
+        _role_claimed,
+        bases=("plain",),
+        limit=budget.MAX_LOAD_AFFINITY_ENTRIES,
+    ),
     Dimension("owner references", ("metadata.ownerReferences",), 64, _owner_references),
     Dimension("status conditions", ("status.conditions", "status.containerStatuses"), 64, _conditions, kinds=("Pod",)),
     Dimension(
