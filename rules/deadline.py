@@ -21,7 +21,8 @@ from contextvars import ContextVar
 
 from rules.budget import OverBudget
 
-#: CPU seconds one review (or one audited object, for each of its two webhooks) may spend in the rules.
+#: CPU seconds the rules of one webhook call may spend; the audit gives each audited object one per webhook and one
+#: for its own work (rules/audit.py). Read at each `running()`, so a test may shorten it.
 REVIEW_SECONDS = 0.1
 
 
