@@ -108,6 +108,48 @@ def test_the_deadline_is_cpu_time_and_an_api_wait_is_not_charged(clock: FakeCloc
     deadline.check()  # the review is over
 
 
+@pytest.fixture
+def turns(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> list[float]:
+    """A worker that serves others for 1 ms of wall and CPU time each time a review hands it back."""
+    taken: list[float] = []
+
+    def serve_others() -> None:
+        taken.append(clock.wall)
+        clock.spend(0.001)
+
+    monkeypatch.setattr(deadline, "_share", None)
+    deadline.share_worker(serve_others)
+    return taken
+
+
+def test_a_long_review_hands_the_worker_back_every_slice_uncharged(clock: FakeClock, turns: list[float]) -> None:
+    with deadline.running(0.1):
+        for _ in range(95):  # 95 ms of rules, checked every millisecond
+            clock.spend(0.001)
+            deadline.check()
+    # One turn per slice of its own run: the others' millisecond each time is neither a slice nor charged.
+    assert len(turns) == 95 // round(deadline.SLICE_SECONDS * 1000)
+    with deadline.running(0.1):
+        clock.spend(0.101)
+        with pytest.raises(PastDeadline):
+            deadline.check()
+
+
+def test_a_review_shorter_than_a_slice_never_hands_the_worker_back(clock: FakeClock, turns: list[float]) -> None:
+    with deadline.running(0.1):
+        for _ in range(4):
+            clock.spend(0.001)
+            deadline.check()
+    assert turns == []
+
+
+def test_without_a_serving_worker_no_review_hands_anything_back(clock: FakeClock) -> None:
+    assert deadline._share is None  # the command line and in-process tests: nothing installed
+    with deadline.running(0.1):
+        clock.spend(0.05, wall=1.0)
+        deadline.check()
+
+
 def test_a_nested_deadline_holds_until_it_ends(clock: FakeClock) -> None:
     with deadline.running(0.1):
         clock.spend(0.05)
@@ -244,7 +286,9 @@ def test_the_causes_check_the_deadline_once_per_node(monkeypatch: pytest.MonkeyP
         audit_objects([pod], view_from(*cordoned, *others), policy(), now=datetime(2026, 11, 28, tzinfo=UTC))
         return len(checks)
 
-    assert checks_for(40) - checks_for(20) == 20
+    per_node = (checks_for(40) - checks_for(20)) / 20  # the causes' walk, and the node set's where it narrows
+    assert per_node >= 1
+    assert checks_for(80) - checks_for(40) == 40 * per_node  # a constant number per node: linear
 
 
 def test_the_audit_may_yield_between_the_deadlines_of_an_object_never_inside_one() -> None:

@@ -63,6 +63,7 @@ from gunicorn.http.body import ChunkedReader
 from gunicorn.sock import ssl_context
 from gunicorn.workers.ggevent import GeventWorker
 
+from rules import deadline
 from webhook.serving.connections import Connections
 from webhook.serving.requestbody import BoundedInput, bound_chunks, linger
 from webhook.settings import Settings
@@ -80,6 +81,11 @@ NEXT_REQUEST_GRACE = 0.5
 # Any positive sleep resumes the greenlet on the event loop's next iteration, after it polled the sockets; a zero
 # sleep does not poll.
 TURN = 1e-6
+
+
+def _take_turn() -> None:
+    """Let the event loop poll and serve the other connections before this greenlet goes on."""
+    gevent.sleep(TURN)
 
 
 class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
@@ -102,6 +108,7 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         # Stopped while waiting: the servers still start, for the drain to answer what the kernel already queued
         # (closing the listener would reset it); the master's filter lets no new handshake complete meanwhile.
         self._await_loaded()
+        deadline.share_worker(_take_turn)  # a long review is answered in slices, others between them
         self._tls = ssl_context(self.cfg) if self.cfg.is_ssl else None
         servers = []
         for listener in self.sockets:
@@ -252,7 +259,7 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
                 self._linger.discard(sock)
                 linger(sock)
             self._conns.answered(sock, time.monotonic())  # unless the answer closed it
-        gevent.sleep(TURN)  # the other connections' turn before this one's next request (module docstring)
+        _take_turn()  # the other connections' turn before this one's next request (module docstring)
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
