@@ -23,7 +23,7 @@ from rules.kube import shapekit, shapes
 from testkit import costfuzz
 from testkit.costdims import DIMENSIONS, NOT_GROWN
 
-#: "About doubles": the marginal cost at 2n over that at n. A linear cost gives 2.0 (measured 1.8–2.01 on every
+#: "About doubles": the marginal cost at 2n over that at n. A linear cost gives 2.0 (at most 2.3 on every
 #: case); a term quadratic in n as large as the linear one gives 3.
 RATIO_LIMIT = 2.5
 
