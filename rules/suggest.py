@@ -8,8 +8,7 @@ cost a second of comparisons, nor make a finding each.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from collections.abc import Iterable
 
 from rules.quoting import listed
 
@@ -17,7 +16,6 @@ from rules.quoting import listed
 SUGGESTED = 10
 #: Known names an unknown one without a close match lists (every fixed vocabulary here is shorter).
 KNOWN_SHOWN = 10
-_T = TypeVar("_T")
 
 
 def unknown_field(name: str, known: Iterable[str], shown: int = KNOWN_SHOWN) -> str:
@@ -29,11 +27,6 @@ def unknown_field(name: str, known: Iterable[str], shown: int = KNOWN_SHOWN) -> 
     if match:
         return f'unknown field (did you mean "{match}"?)'
     return f"unknown field (known: {listed(candidates, limit=shown)})"
-
-
-def suggested(unknown: Sequence[_T]) -> tuple[Sequence[_T], int]:
-    """The first SUGGESTED of a list of unknown names, each to get its did-you-mean, and how many more there are."""
-    return unknown[:SUGGESTED], max(len(unknown) - SUGGESTED, 0)
 
 
 def more_unknown(count: int, what: str) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rules.budget import count_excess
 from rules.kube.selectors import type_name
 
 Problem = tuple[str, str]
@@ -132,19 +133,26 @@ class obj(Shape):
 
 class _Items(Shape):
     """A list's items, or a map's values, all of one shape. Their check is in `ok` itself, not in a helper
-    both call: a call per list and map of every review."""
+    both call: a call per list and map of every review.
+
+    With a `limit` (rules/budget.py), what has more items is refused before they are looked at; its walk names
+    the limit (`what`), and names its items' types only when they are wrong, so a mistyped item is still a 400."""
 
     container: type
 
-    def __init__(self, item: Shape) -> None:
+    def __init__(self, item: Shape, limit: int = 0, what: str = "") -> None:
         self.item = item
         self._kind = item.kind
         self._check = item.ok
+        self.limit, self.what = limit, what
 
     def ok(self, value: Any) -> bool:
         if not isinstance(value, self.container):
             return False
         items: Any = value  # the test above leaves `value` a bare object to the type checker
+        limit = self.limit
+        if limit and len(items) > limit:
+            return False
         if self.container is dict:
             items = items.values()
         kind = self._kind
@@ -159,6 +167,14 @@ class _Items(Shape):
                 return False
         return True
 
+    def _past_limit(self, items: Any, path: str, out: Problems) -> bool:
+        """Whether the walk may stop here: past the limit (named) with items of the right shape."""
+        excess = count_excess(items, self.what, self.limit) if self.limit else None
+        if excess is None:
+            return False
+        out.limits.append((path, f"has {excess}"))
+        return all(map(self._check, items.values() if isinstance(items, dict) else items))
+
 
 class list_of(_Items):
     container = list
@@ -166,6 +182,8 @@ class list_of(_Items):
     def walk(self, value: Any, path: str, out: Problems) -> None:
         if not isinstance(value, list):
             out.types.append((path, f"must be a list, not {type_name(value)}"))
+            return
+        if self._past_limit(value, path, out):
             return
         for i, element in enumerate(value):
             self.item.walk(element, f"{path}[{i}]", out)
@@ -177,6 +195,8 @@ class map_of(_Items):
     def walk(self, value: Any, path: str, out: Problems) -> None:
         if not isinstance(value, dict):
             out.types.append((path, f"must be a map, not {type_name(value)}"))
+            return
+        if self._past_limit(value, path, out):
             return
         for key, element in value.items():
             self.item.walk(element, f"{path}[{key}]", out)

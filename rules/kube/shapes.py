@@ -16,6 +16,7 @@ from typing import Any
 
 from rules.budget import (
     MAX_ANNOTATIONS,
+    MAX_CONTAINERS,
     MAX_TOLERATIONS,
     MAX_VOLUMES,
     containers_excess,
@@ -33,10 +34,11 @@ _PARSED_PREFIXES = (
 
 
 class _Annotations(Shape):
-    """Only the values rules parse must be strings: a foreign tool's odd value is not ours to refuse."""
+    """Only the values rules parse must be strings: a foreign tool's odd value is not ours to refuse. At most
+    MAX_ANNOTATIONS keys (rules/budget.py), counted first."""
 
     def ok(self, value: Any) -> bool:
-        if not isinstance(value, dict):
+        if not isinstance(value, dict) or len(value) > MAX_ANNOTATIONS:
             return False
         for key, item in value.items():  # a plain loop: a generator cost more than its checks
             if not isinstance(item, str) and str(key).startswith(_PARSED_PREFIXES):
@@ -47,6 +49,9 @@ class _Annotations(Shape):
         if not isinstance(value, dict):
             out.types.append((path, f"must be a map of strings, not {type_name(value)}"))
             return
+        excess = count_excess(value, "annotations", MAX_ANNOTATIONS)
+        if excess is not None:
+            out.limits.append((path, f"has {excess}"))
         for key, item in value.items():
             if not isinstance(item, str) and str(key).startswith(_PARSED_PREFIXES):
                 out.types.append((f"{path}[{key}]", f"must be a string, not {type_name(item)}"))
@@ -94,29 +99,14 @@ class _Budgeted(Shape):
             out.limits.append((join(path, "nodeSelectorTerms"), f"has {excess}"))
 
 
-class _Counted(Shape):
-    """A list or map of at most `limit` items (rules/budget.py), counted before its items are walked, as
-    `_Budgeted` does: past it, one limit at the field, and the items' types checked without paths."""
-
-    def __init__(self, inner: Shape, what: str, limit: int) -> None:
-        self.inner, self.what, self.limit = inner, what, limit
-
-    def ok(self, value: Any) -> bool:
-        # counted first: a list past the limit is refused without a look at its items
-        return (not isinstance(value, (list, dict)) or len(value) <= self.limit) and self.inner.ok(value)
-
-    def walk(self, value: Any, path: str, out: Problems) -> None:
-        excess = count_excess(value, self.what, self.limit)
-        if excess is None or not self.inner.ok(value):
-            self.inner.walk(value, path, out)
-        if excess is not None:
-            out.limits.append((path, f"has {excess}"))
-
-
 class _Containers(Shape):
-    """A pod spec's containers of every kind, counted together (rules/budget.py); no rule reads them."""
+    """A pod spec's containers of every kind, counted together (rules/budget.py); no rule reads them. A pod
+    without init or ephemeral containers (most) costs two lookups and a length."""
 
     def ok(self, value: Any) -> bool:
+        if value.get("initContainers") is None and value.get("ephemeralContainers") is None:
+            containers = value.get("containers")
+            return not isinstance(containers, list) or len(containers) <= MAX_CONTAINERS
         return containers_excess(value) is None
 
     def walk(self, value: Any, path: str, out: Problems) -> None:
@@ -137,7 +127,7 @@ METADATA = obj(
         "creationTimestamp": string,
         "deletionTimestamp": string,
         "labels": _STRINGS,
-        "annotations": _Counted(_Annotations(), "annotations", MAX_ANNOTATIONS),
+        "annotations": _Annotations(),
         # Who controls the object: role trust recognises CDI's workers by the claim that controls them, and a CDI
         # prime claim's target by its owner.
         "ownerReferences": list_of(
@@ -159,7 +149,7 @@ _VOLUME = obj(
 _TOLERATION = obj(
     {"key": string, "operator": string, "value": string, "effect": string, "tolerationSeconds": int64},
 )
-_VOLUMES = _Counted(list_of(_VOLUME), "volumes", MAX_VOLUMES)
+_VOLUMES = list_of(_VOLUME, MAX_VOLUMES, "volumes")
 #: What the audit reads of a status to say why a pod waits (rules/causes/).
 _CONDITION = obj(
     {"type": string, "status": string, "reason": string, "message": string, "lastTransitionTime": string},
@@ -182,7 +172,7 @@ POD = obj(
                 "nodeName": string,
                 "nodeSelector": _STRINGS,
                 "volumes": _VOLUMES,
-                "tolerations": _Counted(list_of(_TOLERATION), "tolerations", MAX_TOLERATIONS),
+                "tolerations": list_of(_TOLERATION, MAX_TOLERATIONS, "tolerations"),
                 "schedulingGates": list_of(obj({"name": string})),
                 "affinity": obj({"nodeAffinity": _NODE_AFFINITY}),
             },
@@ -208,8 +198,8 @@ STATEFUL_SET = obj(
         "spec": obj(
             {
                 "template": _POD_TEMPLATE,
-                "volumeClaimTemplates": _Counted(
-                    list_of(obj({"metadata": obj({"name": string})})), "volumeClaimTemplates", MAX_VOLUMES
+                "volumeClaimTemplates": list_of(
+                    obj({"metadata": obj({"name": string})}), MAX_VOLUMES, "volumeClaimTemplates"
                 ),
             }
         ),

@@ -38,3 +38,19 @@ def test_scalar_and_container_checks_agree(shape: Shape, value: Any) -> None:
 def test_object_checks_agree_for_each_field(field: str, value: Any) -> None:
     document = {"s": "name", field: value}
     assert SHAPE.ok(document) == _walk_clean(SHAPE, document), document
+
+
+@pytest.mark.parametrize("shape", [list_of(string, 2, "names"), map_of(string, 2, "names")])
+def test_a_counted_list_or_map_past_its_limit_is_refused_unwalked_unless_mistyped(shape: Any) -> None:
+    """Past its limit, a list or map is one limit at its field; its items are walked only when one is mistyped
+    (a 400 naming it, whatever the size)."""
+    wrap: Any = (lambda items: items) if shape.container is list else (lambda items: dict(enumerate(items)))
+    assert shape.ok(wrap(["a", "b"]))
+    out = Problems()
+    shape.walk(wrap(["a", "b", "c"]), "spec.names", out)
+    assert not shape.ok(wrap(["a", "b", "c"]))
+    assert (out.types, out.limits) == ([], [("spec.names", "has 3 names, over the limit of 2")])
+    out = Problems()
+    shape.walk(wrap(["a", "b", 7]), "spec.names", out)
+    assert out.types == [("spec.names[2]", "must be a string, not number")]
+    assert out.limits == [("spec.names", "has 3 names, over the limit of 2")]
