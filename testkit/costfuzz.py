@@ -212,9 +212,12 @@ def counted(case: Case, n: int, salt: str) -> tuple[int, Prepared]:
     return calls.count, run
 
 
-def costs(case: Case, n: int, measure: Callable[[Case, int, str], tuple[float, Prepared]]) -> Json:
+def costs(
+    case: Case, n: int, measure: Callable[[Case, int, str], tuple[float, Prepared]], *, floor: float = 1e-9
+) -> Json:
     """`case` measured by `measure` at 0, n and 2n after a warm-up: the three costs, the marginal ratio
-    (cost(2n) − cost(0)) ÷ (cost(n) − cost(0)) and the first refusal any answer got."""
+    (cost(2n) − cost(0)) ÷ max(cost(n) − cost(0), `floor`) and the first refusal any answer got. `floor` is the
+    marginal cost below which a dimension counts as free: a few calls more at 2n over none at n are no growth."""
     measure(case, 0, SALTS[0])
     results = [measure(case, size, salt) for size, salt in zip((0, n, 2 * n), SALTS[1:], strict=True)]
     base, once, twice = (cost for cost, _ in results)
@@ -230,6 +233,6 @@ def costs(case: Case, n: int, measure: Callable[[Case, int, str], tuple[float, P
         "case": case.id,
         "n": n,
         "costs": [base, once, twice],
-        "ratio": round((twice - base) / max(once - base, 1e-9), 3),
+        "ratio": round((twice - base) / max(once - base, floor), 3),
         "refused": refused,
     }
