@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from rules.cluster import ClusterView
 from rules.kube.volumes import ClaimVolume, claim_volumes
@@ -11,6 +13,8 @@ from rules.patch import PatchBuilder
 from rules.policy import Policy
 from rules.quoting import escaped
 from rules.roles import RoleDecision
+
+T = TypeVar("T")
 
 
 class BadObject(ValueError):
@@ -71,12 +75,21 @@ class Context:
     own_namespace: str = ""
     decision: Decision = field(default_factory=Decision)
     _warned: set[str] = field(default_factory=set, repr=False)
+    _derived: dict[Hashable, Any] = field(default_factory=dict, repr=False)
 
     def warn(self, message: str) -> None:
         message = escaped(message)
         if message not in self._warned:  # a set: a list lookup made 50,000 warnings take 20 s
             self._warned.add(message)
             self.decision.warnings.append(message)
+
+    def once(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """What several rules of this review derive from the same input (`key` says which), computed once: it goes
+        with the review, so unlike a memo it may hold the request's own data."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        result: T = self._derived[key]
+        return result
 
     def reason(self, message: str) -> None:
         self.decision.reasons.append(escaped(message))

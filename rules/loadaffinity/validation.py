@@ -13,13 +13,14 @@ from typing import Any
 
 from rules.annotations import LOAD_AFFINITY, STORAGE_CLASS
 from rules.budget import check_entries
+from rules.checks.policy import loaded_policy
 from rules.context import Context, PodTarget
 from rules.kube.selectors import Problem
 from rules.loadaffinity.entries import backup_pvc_cluster_problems, entry_cluster_problems
 from rules.loadaffinity.nodeagents import entry_node_agent_problems, velero_namespace
 from rules.loadaffinity.velero import config_document, config_problems
 from rules.model import Json, Severity
-from rules.policy import POLICY_KEY, POLICY_LABEL, PolicyError, policy_from_config_map
+from rules.policy import POLICY_KEY, POLICY_LABEL, PolicyError
 from rules.safeload import JsonError, load_json
 
 FAMILY = "loadAffinity"
@@ -57,9 +58,8 @@ def policy_config_map_cluster(ctx: Context, config_map: Json) -> None:
     labels = (config_map.get("metadata") or {}).get("labels") or {}
     if not isinstance(labels, Mapping) or labels.get(POLICY_LABEL) != "true":
         return
-    try:
-        policy = policy_from_config_map(config_map)
-    except PolicyError:
+    policy = loaded_policy(ctx, config_map)
+    if isinstance(policy, PolicyError):
         return
     base = f"data[{POLICY_KEY}]"
     _warn(ctx, entry_cluster_problems(policy.load_affinity, f"{base}.loadAffinity", ctx.view))
