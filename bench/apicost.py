@@ -1,7 +1,7 @@
 """`python -m bench.apicost`: what a hostile tenant's objects cost the API server and the report writer.
 
 Two measurements, against the fake API over HTTP (testkit/fakeapi/):
-- a real gunicorn server with one worker on live state: a pod naming 2,000 claims that do not exist, reviewed
+- a real gunicorn server with one worker on live state: a pod naming 1,000 claims that do not exist, reviewed
   twice by /mutate and twice by /validate (a controller retrying it); the API calls each review made, counted at
   the fake API, against the per-review budget of GETs (webhook/state/lookups.py), and each review's latency;
 - the report writer in a process of its own, with twenty 1 MB Reports carrying its label in tenants' namespaces:
@@ -35,7 +35,7 @@ from webhook.audit.reports import ReportWriter
 from webhook.state.apisource import load_configuration
 from webhook.state.lookups import REVIEW_GETS
 
-CLAIMS = 2_000
+CLAIMS = 1_000  # the most volumes the review budget lets a pod have (rules/budget.py MAX_VOLUMES)
 NODES = 1_000
 TENANT_REPORTS, TENANT_REPORT_BYTES = 20, 1024 * 1024
 #: The issue's bound on the writer: under this with the tenants' Reports present (the chart's limit is 512 Mi).
