@@ -133,7 +133,9 @@ def follow_vm(ctx: Context, target: PodTarget) -> None:
             selector.update(spec.get("nodeSelector") or {})
             if vm_terms is not None:
                 terms = and_terms(terms, vm_terms)
-            tolerations = merge_tolerations(tolerations, list(spec.get("tolerations") or ()))
+            tolerations = merge_tolerations(
+                tolerations, list(spec.get("tolerations") or ()), target.field("spec.tolerations")
+            )
             followed.append(name)
             disk = disk_label(ctx.view, target.namespace, follow.claim, "claim")
             ctx.reason(f"cdi: {disk} will be used by VM {name}: the worker follows its constraints")

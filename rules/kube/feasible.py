@@ -15,7 +15,7 @@ from typing import Any
 
 from rules.cluster import ClusterView
 from rules.kube.nodeaffinity import required_terms
-from rules.kube.tolerations import node_tolerated, tolerates
+from rules.kube.tolerations import Tolerated, node_tolerated, tolerates
 from rules.kube.volumes import claim_volumes, node_local_terms
 from rules.kube.workloads import TEMPLATE_PATHS, template_of, template_spec
 from rules.model import Json
@@ -42,7 +42,7 @@ def feasible_nodes(
     """The names of the known Nodes that pass the filters above for this pod, sorted. Reads its claims and their
     PVs; `LookupFailed` propagates."""
     local = node_local_terms(claim_volumes(view, namespace, metadata, spec))
-    tolerations = spec.get("tolerations") or ()
+    tolerations = Tolerated(spec.get("tolerations") or ())  # judged against many nodes' taints
     pinned = spec.get("nodeName") or ""
     own = required_terms(spec)
     nodes = view.node_set()

@@ -20,7 +20,7 @@ from rules.kube.nodeaffinity import NODE_OPERATORS, label_selector_term, terms_k
 from rules.kube.selectors import Problem, selector_problems, type_name
 from rules.messages import counted
 from rules.model import Json
-from rules.suggest import unknown_field
+from rules.suggest import SUGGESTED, more_unknown, unknown_field
 
 ENTRY_FIELDS = ("nodeSelector", "storageClass")
 SELECTOR_FIELDS = ("matchLabels", "matchExpressions")
@@ -36,7 +36,7 @@ def load_affinity_problems(entries: Any, path: str) -> tuple[list[Problem], list
     if not isinstance(entries, list):
         return [(path, f"must be a list of LoadAffinity entries, not {type_name(entries)}")], []
     errors: list[Problem] = []
-    unknown: list[Problem] = []
+    unknown: list[_Unknown] = []
     for i, entry in enumerate(entries):
         deadline.check()
         at = f"{path}[{i}]"
@@ -53,10 +53,10 @@ def load_affinity_problems(entries: Any, path: str) -> tuple[list[Problem], list
                 errors.append((f"{at}.storageClass", f"must be a string, not {type_name(storage_class)}"))
             elif (err := dns1123_subdomain_error(storage_class)) is not None:
                 errors.append((f"{at}.storageClass", f"{err}: it must name a StorageClass"))
-    return errors, unknown
+    return errors, _named(unknown, path)
 
 
-def node_selector_problems(selector: Any, path: str) -> tuple[list[Problem], list[Problem]]:
+def node_selector_problems(selector: Any, path: str) -> tuple[list[Problem], list[_Unknown]]:
     """(errors, unknown fields) of one LoadAffinity `nodeSelector`."""
     if selector is None:
         return [(path, "required: a label selector for the nodes that may run the pod")], []
@@ -186,8 +186,21 @@ def known_fields(entry: Mapping[str, Any]) -> Json:
     return out
 
 
-def _unknown(obj: Mapping[str, Any], path: str, known: tuple[str, ...]) -> list[Problem]:
-    return [(f"{path}.{key}", unknown_field(str(key), known)) for key in obj if key not in known]
+#: An unknown field: where, its name, and the names known there.
+_Unknown = tuple[str, str, tuple[str, ...]]
+
+
+def _unknown(obj: Mapping[str, Any], path: str, known: tuple[str, ...]) -> list[_Unknown]:
+    return [(f"{path}.{key}", str(key), known) for key in obj if key not in known]
+
+
+def _named(found: list[_Unknown], path: str) -> list[Problem]:
+    """The unknown fields of a list as findings: the first SUGGESTED with a did-you-mean, the rest counted in one
+    (a suggestion compares names: thousands of requirements with an unknown field each must not cost a second)."""
+    named = [(at, unknown_field(key, known)) for at, key, known in found[:SUGGESTED]]
+    if len(found) > SUGGESTED:
+        named.append((path, more_unknown(len(found) - SUGGESTED, "fields")))
+    return named
 
 
 def _in_range(value: str, lower: int | None, upper: int | None) -> bool:

@@ -366,6 +366,6 @@ def apply_terms(ctx: Context, target: PodTarget, load: LoadTerms, volumes: Seque
 def add_tolerations(target: PodTarget, tolerations: Sequence[Json]) -> None:
     """docs/design.md#5-load-affinity, step 6: the policy's tolerations the pod lacks, compared on all five fields."""
     current = list(target.patch.get("spec", "tolerations", default=None) or [])
-    merged = merge_policy_tolerations(current, tolerations)
+    merged = merge_policy_tolerations(current, tolerations, target.field("spec.tolerations"))
     if merged:
         target.patch.set("spec", "tolerations", value=merged)

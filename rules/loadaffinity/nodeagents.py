@@ -40,7 +40,7 @@ from rules.kube.nodeaffinity import (
 )
 from rules.kube.nodeset import NodeSet
 from rules.kube.selectors import Problem
-from rules.kube.tolerations import node_tolerated, toleration_key
+from rules.kube.tolerations import Tolerated, node_tolerated, toleration_key
 from rules.loadaffinity.agents import NodeAgents
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.memo import Memo, json_weight
@@ -171,7 +171,7 @@ def warn_selected_node(ctx: Context, target: PodTarget, node: str) -> None:
 def admissible_nodes(nodes: NodeSet, constraints: Constraints) -> frozenset[str]:
     """The known nodes a pod with these constraints may be scheduled on: its terms and nodeSelector evaluated
     against every node at once, then the taints of only the nodes they admit."""
-    tolerations = constraints.tolerations
+    tolerations = Tolerated(constraints.tolerations)  # judged against every admitted node's taints
 
     def fits(node: Json) -> bool:
         return node_tolerated(tolerations, node)

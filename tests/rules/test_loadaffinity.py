@@ -7,7 +7,11 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from rules import suggest
+from rules.loadaffinity import entries as entries_module
 from rules.model import Json
 from tests.support import DATA, dig, load_yaml, mutate_checked, policy, table_cases, view_from
 
@@ -243,3 +247,57 @@ def test_written_terms_share_no_objects_so_yaml_output_has_no_aliases() -> None:
     view = view_from(*_example("cluster.yaml")["items"])
     _, result = mutate_checked(_example("backup-pod.yaml"), view, policy(_example("policy-load-affinity.yaml")))
     assert "&id" not in yaml.safe_dump(result)
+
+
+@given(
+    requirements=st.integers(min_value=0, max_value=60),
+    per_requirement=st.integers(min_value=1, max_value=3),
+)
+@settings(max_examples=25, deadline=None)
+def test_unknown_entry_fields_past_the_first_ten_are_counted_not_suggested(
+    requirements: int, per_requirement: int
+) -> None:
+    """storage-affinity-webhook issue 'Bounded by construction': a did-you-mean for every unknown field of every
+    requirement of a load-affinity list (10,000 within the budget) cost a suggestion each; the first ten get
+    theirs, in order, and one finding counts the rest, whatever the shape."""
+    entries = (
+        [
+            {
+                "nodeSelector": {
+                    "matchExpressions": [
+                        {
+                            "key": "zone",
+                            "operator": "In",
+                            "values": ["a"],
+                            **{f"valuez{k}": 1 for k in range(per_requirement)},
+                        }
+                        for _ in range(requirements)
+                    ]
+                }
+            }
+        ]
+        if requirements
+        else []
+    )
+    suggested: list[str] = []
+    real = suggest.unknown_field
+
+    def counted(name: str, *args: Any, **kwargs: Any) -> str:
+        suggested.append(name)
+        return real(name, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(entries_module, "unknown_field", counted)
+        _, unknown = entries_module.load_affinity_problems(entries, "loadAffinity")
+    total = requirements * per_requirement
+    assert len(suggested) == min(total, suggest.SUGGESTED)
+    assert unknown[: len(suggested)] == [
+        (f"loadAffinity[0].nodeSelector.matchExpressions[{i // per_requirement}].valuez{i % per_requirement}", message)
+        for i, (_, message) in enumerate(unknown[: len(suggested)])
+    ]
+    if total > suggest.SUGGESTED:
+        assert unknown[-1] == (
+            "loadAffinity",
+            f"and {total - suggest.SUGGESTED:,} more unknown fields (the first {suggest.SUGGESTED} are named)",
+        )
+    assert len(unknown) == min(total, suggest.SUGGESTED + 1)
