@@ -17,7 +17,7 @@ import pytest
 import yaml
 from flask.testing import FlaskClient
 
-from rules import pipeline
+from rules import deadline, pipeline
 from rules.model import Decision, Json, Severity, Subject
 from rules.policy import Policy, default_policy, policy_from_document
 from webhook.app.endpoints import create_app
@@ -31,6 +31,19 @@ EXAMPLES = ROOT / "examples"
 FIXTURES = DATA / "admissionreviews"
 K8S_VERSION = "1.37.0"
 SMALL_BODY = 64 * 1024  # the body limit of the shared `client` fixture (tests/conftest.py)
+
+
+def counted_deadline_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that every `deadline.check()` from now on appends to: a loop's work counted, never timed."""
+    checks: list[int] = []
+    real = deadline.check
+
+    def counted() -> None:
+        checks.append(1)
+        real()
+
+    monkeypatch.setattr(deadline, "check", counted)
+    return checks
 
 
 def view_from(*objects: Json) -> ClusterIndex:

@@ -15,7 +15,7 @@ from rules.coscheduling.anchors import plan
 from rules.model import Json
 from rules.policy import default_policy
 from testkit import hostile
-from tests.support import subject, view_from
+from tests.support import counted_deadline_checks, subject, view_from
 from webhook.state.index import ClusterIndex
 
 CLAIMS = ["a", "b", "c", "d"]
@@ -87,14 +87,7 @@ def test_one_hold_per_distinct_claim_whatever_the_volumes(
 def test_a_mover_review_is_linear_in_volumes_and_pods(volumes: int, pods: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The loops check the deadline once an iteration: counted, a review of V volumes on one claim that P pods
     mount makes V + 1 + P checks in the plan (it made V × P pod iterations with a hold per volume)."""
-    checks: list[int] = []
-    real = deadline.check
-
-    def counted() -> None:
-        checks.append(1)
-        real()
-
-    monkeypatch.setattr(deadline, "check", counted)
+    checks = counted_deadline_checks(monkeypatch)
     view = view_from(claim("a"), *(user(f"user-{i}", "a", "node-00000") for i in range(pods)))
     result = mover_plan(["a"] * volumes, view)
     assert len(result.holds) == 1 and len(result.holds[0].users) == pods

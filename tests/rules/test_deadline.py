@@ -22,6 +22,7 @@ from testkit.reviews import admission_review
 from tests.support import (
     EXAMPLES,
     app_client,
+    counted_deadline_checks,
     example_runtime,
     load_yaml,
     manifest_objects,
@@ -265,14 +266,7 @@ def test_the_audits_own_work_on_an_object_runs_under_a_deadline(monkeypatch: pyt
 def test_the_causes_check_the_deadline_once_per_node(monkeypatch: pytest.MonkeyPatch) -> None:
     """A stuck pod's candidate nodes, every one cordoned, are walked with a check each: the count of checks follows
     the nodes."""
-    checks: list[int] = []
-    real = deadline.check
-
-    def counted() -> None:
-        checks.append(1)
-        real()
-
-    monkeypatch.setattr(deadline, "check", counted)
+    checks = counted_deadline_checks(monkeypatch)
     _audited(policy())
     assert checks  # the audit's loops check it
 
