@@ -284,12 +284,25 @@ def _data_keys(obj: Json, n: int, salt: str) -> None:
 _ANNOTATIONS = ("metadata.annotations",)
 _TEMPLATE_VOLUMES = ("spec.volumes", "spec.volumes[].persistentVolumeClaim", "spec.volumes[].ephemeral")
 
+
+def _within(limit: int) -> int:
+    """A budget limit less room for what the base object already holds, so the bench's 2n stays within it."""
+    return limit - 16
+
+
 DIMENSIONS: tuple[Dimension, ...] = (
-    Dimension("volumes on one claim", _TEMPLATE_VOLUMES, 256, _volumes_same_claim),
-    Dimension("volumes of distinct claims", _TEMPLATE_VOLUMES, 128, _volumes_distinct, _claims),
-    Dimension("ephemeral volumes", _TEMPLATE_VOLUMES, 128, _ephemeral),
-    Dimension("containers", ("spec.containers",), 128, _containers),
-    Dimension("tolerations", ("spec.tolerations",), 128, _tolerations),
+    Dimension("volumes on one claim", _TEMPLATE_VOLUMES, 256, _volumes_same_claim, limit=_within(budget.MAX_VOLUMES)),
+    Dimension(
+        "volumes of distinct claims",
+        _TEMPLATE_VOLUMES,
+        128,
+        _volumes_distinct,
+        _claims,
+        limit=_within(budget.MAX_VOLUMES),
+    ),
+    Dimension("ephemeral volumes", _TEMPLATE_VOLUMES, 128, _ephemeral, limit=_within(budget.MAX_VOLUMES)),
+    Dimension("containers", ("spec.containers",), 128, _containers, limit=_within(budget.MAX_CONTAINERS)),
+    Dimension("tolerations", ("spec.tolerations",), 128, _tolerations, limit=_within(budget.MAX_TOLERATIONS)),
     Dimension("nodeSelector labels", ("spec.nodeSelector",), 128, _node_selector),
     Dimension("scheduling gates", ("spec.schedulingGates",), 128, _scheduling_gates),
     Dimension("required terms", (TERMS,), 128, _terms_grow, limit=budget.MAX_TERMS),
@@ -298,8 +311,14 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("Gt terms on the hostname", (TERMS,), 128, _gt_terms, limit=budget.MAX_TERMS),
     Dimension("matchFields of a term failing spec.nodeName", (f"{TERMS}[].matchFields",), 256, _match_fields),
     Dimension("labels", ("metadata.labels",), 128, _labels),
-    Dimension("unknown storage-affinity.io annotation keys", _ANNOTATIONS, 64, _unknown_keys),
-    Dimension("foreign annotation keys", _ANNOTATIONS, 128, _foreign_keys),
+    Dimension(
+        "unknown storage-affinity.io annotation keys",
+        _ANNOTATIONS,
+        64,
+        _unknown_keys,
+        limit=_within(budget.MAX_ANNOTATIONS),
+    ),
+    Dimension("foreign annotation keys", _ANNOTATIONS, 128, _foreign_keys, limit=_within(budget.MAX_ANNOTATIONS)),
     Dimension("unknown disk types", _ANNOTATIONS, 64, _disk_types),
     Dimension("disk anti-affinity labels", _ANNOTATIONS, 128, _disk_labels),
     Dimension(
@@ -328,6 +347,7 @@ DIMENSIONS: tuple[Dimension, ...] = (
         _claim_templates,
         kinds=("StatefulSet",),
         whole=True,
+        limit=_within(budget.MAX_VOLUMES),
     ),
     Dimension("pods of the claim in the state", (), 64, cluster=_users, kinds=("Pod", "Job"), bases=("mover",)),
     Dimension("claims in the state", (), 128, cluster=_claims, kinds=("Pod",), bases=("mover",)),
