@@ -137,12 +137,9 @@ def test_expired_or_broken_watch_relists_without_losing_an_update(
     seed(fake_api)
     state, runtime = live()
 
-    def listed() -> bool:
-        """Ready with the optional groups discovered and listed: ready() alone may come before discovery answers
-        (`ok (discovery pending...)`), and the groups' first lists would then be pending at the end."""
-        return runtime.ready() and "discovery pending" not in " ".join(runtime.readiness().values())
-
-    eventually(listed, what="ready with the optional groups listed")
+    # loaded(): ready() alone may come before discovery answers (`ok (discovery pending...)`), and the groups'
+    # first lists would then be pending at the end
+    eventually(lambda: runtime.loaded() and runtime.ready(), what="ready with the optional groups listed")
     eventually(lambda: fake_api.watching("Pod") and fake_api.watching("Node"))
     lists_before = fake_api.count("GET", "Pod", watch=False)
 

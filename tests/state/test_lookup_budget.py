@@ -25,7 +25,7 @@ def calls(api: FakeKubeAPI) -> list[Request]:
 
 def listed(runtime: Runtime) -> bool:
     """Ready, and the optional groups discovered and listed: their first lists are no review's calls."""
-    return runtime.ready() and "discovery pending" not in " ".join(runtime.readiness().values())
+    return runtime.loaded() and runtime.ready()
 
 
 def seeded(api: FakeKubeAPI) -> None:
