@@ -37,7 +37,7 @@ def _port_number(c: dict[str, Any], port: int | str) -> int:
 def test_probes_use_https_on_the_container_port(rendered: list[Manifest]) -> None:
     c = container(rendered)
     bind_port = int(args(rendered)["--bind"].rsplit(":", 1)[1])
-    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+    for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
         get = c[probe]["httpGet"]
         assert get["path"] == path
         assert get["scheme"] == "HTTPS"

@@ -116,7 +116,7 @@ def test_a_certificate_from_the_ca_gets_the_review_answered(setup: Setup, endpoi
     assert bool(patch) == (endpoint == "mutate")  # the mover pod is placed: the real review ran
 
 
-@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
+@pytest.mark.parametrize("path", ["/livez", "/healthz", "/readyz", "/metrics"])
 def test_probes_and_the_scrape_need_no_certificate(setup: Setup, path: str) -> None:
     with setup.server.session() as session:
         answer = session.get(setup.server.url + path, timeout=10)

@@ -129,6 +129,7 @@ def test_a_failing_validator_fails_closed_unless_enforcement_is_warn(
 
 def test_health_readiness_and_metrics(client: FlaskClient) -> None:
     assert client.get("/healthz").text == "ok\n"
+    assert client.get("/livez").text == "ok\n"
     ready = client.get("/readyz")
     assert ready.status_code == 200
     assert "[+] policy: ok (embedded default)" in ready.text

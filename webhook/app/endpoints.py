@@ -87,8 +87,10 @@ def create_app(
         app.wsgi_app, endpoints, runtime, max_body, log_reviews=log_reviews
     )
 
+    @app.get("/livez")
     @app.get("/healthz")
-    def healthz() -> Response:
+    def livez() -> Response:
+        """Liveness: the process answers. `/livez` is the name Kubernetes components use, `/healthz` the older one."""
         return Response("ok\n", mimetype="text/plain")
 
     @app.get("/readyz")
