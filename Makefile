@@ -6,13 +6,16 @@ PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.runtime
+DIST ?= dist
+CHART_DIR := charts/storage-affinity-webhook
 CERT_DIR := dev-certs
 BIND ?= 127.0.0.1:8443
 CLUSTER ?= examples/cluster.yaml
 FILE ?= examples/mover-pod.yaml
 PYTEST_ARGS ?=
 
-.PHONY: help install run test unit chart lint fmt certs review suites clean bench bench-tools monitoring-tools kubectl-tools soak fuzz docs
+.PHONY: help install run test unit chart chart-test dist lint fmt certs review suites clean bench bench-tools monitoring-tools kubectl-tools soak fuzz docs
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
@@ -23,24 +26,31 @@ $(STAMP): setup.cfg pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $@ $(RUNTIME)
+
+# What serving and the CLI need, without the test toolchain: `run`, `review` and `suites` stop here.
+$(RUNTIME): setup.cfg pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
 	@touch $@
 
 install: $(STAMP) ## create .venv and install the package with its test tools
 
-$(CERT_DIR)/tls.crt: | $(STAMP)
+$(CERT_DIR)/tls.crt: | $(RUNTIME)
 	$(BIN)/storage-affinity-webhook certs --service storage-affinity-webhook --namespace storage-affinity \
 		--out $(CERT_DIR)
 
 certs: $(CERT_DIR)/tls.crt ## issue a development CA and serving certificate into dev-certs/
 
-run: $(STAMP) certs ## serve the webhook on https://127.0.0.1:8443 (embedded policy, example cluster, a log line per review)
+run: $(RUNTIME) certs ## serve the webhook on https://127.0.0.1:8443 (embedded policy, example cluster, a log line per review)
 	$(BIN)/storage-affinity-webhook serve --cert $(CERT_DIR)/tls.crt --key $(CERT_DIR)/tls.key \
 		--bind $(BIND) --cluster $(CLUSTER) --log-reviews
 
-review: $(STAMP) ## run the admission pipeline offline: make review FILE=examples/mover-pod.yaml
+review: $(RUNTIME) ## run the admission pipeline offline: make review FILE=examples/mover-pod.yaml
 	$(BIN)/storage-affinity-webhook review -f $(FILE) --cluster $(CLUSTER) -o json
 
-suites: $(STAMP) ## run the policy test suites under examples/ (storage-affinity-test.yaml; make unit runs them too)
+suites: $(RUNTIME) ## run the policy test suites under examples/ (storage-affinity-test.yaml; make unit runs them too)
 	$(BIN)/storage-affinity-webhook test examples/
 
 docs: $(STAMP) ## regenerate what the policy schema generates: docs/policy.md and the chart's values.schema.json
@@ -61,11 +71,19 @@ unit: $(STAMP) kubectl-tools ## run the tests only (no lint, no chart; the docs 
 	scripts/install-helm.sh >/dev/null
 	$(BIN)/python -m pytest --ignore=tests/chart $(PYTEST_ARGS)
 
-chart: $(STAMP) monitoring-tools ## render, lint and check the chart in every mode, its alerts and dashboard (installs helm)
+chart-test: $(STAMP) monitoring-tools ## render, lint and check the chart in every mode, its alerts and dashboard (installs helm)
 	scripts/install-helm.sh
 	$(BIN)/python -m pytest tests/chart $(PYTEST_ARGS)
 
-test: lint bench-tools unit chart ## install, lint, then run every test (apt-get installs hey, wrk, valgrind, prometheus, kubectl if missing)
+chart: ## package the chart into $(DIST)/ (helm package), ready for `helm push` to an OCI registry
+	scripts/install-helm.sh >/dev/null
+	.tools/bin/helm package $(CHART_DIR) --destination $(DIST)
+
+dist: $(RUNTIME) ## build the wheel and sdist into $(DIST)/ (pipx install $(DIST)/*.whl installs the CLI)
+	$(BIN)/python -m pip install --quiet build
+	$(BIN)/python -m build --outdir $(DIST) .
+
+test: lint bench-tools unit chart-test ## install, lint, then run every test (apt-get installs hey, wrk, valgrind, prometheus, kubectl if missing)
 
 fuzz: $(STAMP) ## hypothesis, long profile: 20,000 examples per property (FUZZ_EXAMPLES=N to bound it)
 	HYPOTHESIS_PROFILE=long $(if $(FUZZ_EXAMPLES),HYPOTHESIS_MAX_EXAMPLES=$(FUZZ_EXAMPLES)) \
@@ -93,4 +111,4 @@ soak: $(STAMP) bench-tools ## 5 minutes at a fixed rate while the cluster churns
 	$(BIN)/python -m bench.soak $(SOAK_ARGS)
 
 clean: ## remove the venv, caches and development certificates
-	rm -rf $(VENV) $(CERT_DIR) .tools .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(CERT_DIR) $(DIST) .tools .pytest_cache .mypy_cache .ruff_cache *.egg-info

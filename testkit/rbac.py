@@ -18,7 +18,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "storage-affinity-webhook"
-HELM = ROOT / ".tools" / "bin" / "helm"  # scripts/install-helm.sh (make unit and make chart run it)
+HELM = ROOT / ".tools" / "bin" / "helm"  # scripts/install-helm.sh (make unit and make chart-test run it)
 ANY = "*"  # every namespace (and cluster scope), or every name
 
 #: Request paths of the Kubernetes API: /api/v1 or /apis/<group>/<version>, then an optional namespace, the

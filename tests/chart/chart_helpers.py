@@ -29,7 +29,7 @@ class HelmError(Exception):
 
 def _helm(*args: str) -> subprocess.CompletedProcess[str]:
     if not HELM.exists():
-        pytest.fail(f"helm is not installed at {HELM}: run scripts/install-helm.sh (make chart does)")
+        pytest.fail(f"helm is not installed at {HELM}: run scripts/install-helm.sh (make chart-test does)")
     return subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=120, check=False)
 
 

@@ -9,8 +9,10 @@ they are often shortened. How each command is run:
   (`python -m bench...`, which takes minutes, with `--help`);
 - `make TARGET`: `make -n TARGET` (what it would do), except `make run`, which is started in the background for
   the page's `curl` commands (on a free port);
-- `helm template|lint ...` run with the helm `make chart` installs; `helm install|upgrade ...` are rendered with
+- `helm template|lint ...` run with the helm `make unit` installs; `helm install|upgrade ...` are rendered with
   `helm template` and the same arguments;
+- `pipx install ...` installs into the reader's environment: its argument is the repository (`.`) or a pattern
+  that matches the wheel `make dist` builds of this version;
 - `kubectl ...`, `helm uninstall ...`, `docker ...` need a cluster or a container runtime: every file they name
   must exist (and parse, for YAML), and nothing more.
 
@@ -20,6 +22,7 @@ Any other command fails the test, so a new kind of command in the docs must be t
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import itertools
 import os
 import re
@@ -32,6 +35,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -121,7 +125,7 @@ def _check_files(command: Command) -> None:
 
 def _helm() -> str:
     found = shutil.which("helm", path=str(ROOT / ".tools" / "bin"))
-    assert found, "no helm in .tools/bin: `make unit` and `make chart` install it (scripts/install-helm.sh)"
+    assert found, "no helm in .tools/bin: `make unit` and `make chart-test` install it (scripts/install-helm.sh)"
     return found
 
 
@@ -214,9 +218,18 @@ def test_every_command_of_the_page_runs_as_shown(page: Path) -> None:
                 _run([_helm(), *words[1:]], command.exit_code, command)
             elif len(words) == 1 and _ASSIGNMENT.fullmatch(words[0]):
                 continue  # a shell variable the page's cluster commands use
+            elif words[:2] == ["pipx", "install"]:
+                _check_pipx(command)
             elif program in CLUSTER_ONLY or words[:2] == ["helm", "uninstall"]:
                 _check_files(command)
             else:
                 raise AssertionError(
                     f"{command}: no way to run or check this command: teach tests/docs/test_commands.py"
                 )
+
+
+def _check_pipx(command: Command) -> None:
+    """`pipx install .` or `pipx install dist/<the wheel make dist builds>`."""
+    (target,) = command.words[2:]
+    wheel = f"dist/storage_affinity_webhook-{metadata.version('storage-affinity-webhook')}-py3-none-any.whl"
+    assert target == "." or fnmatch.fnmatch(wheel, target), f"{command}: installs neither the clone nor {wheel}"
