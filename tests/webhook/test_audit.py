@@ -32,6 +32,13 @@ FAMILIES = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _webhook_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live audit judges by the policy of the webhook's namespace: $POD_NAMESPACE, as in the webhook's pod (no
+    policy ConfigMap there unless a test creates one: the embedded default)."""
+    monkeypatch.setenv("POD_NAMESPACE", "storage-affinity-system")
+
+
 def audit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(["audit", *args])
     out, err = capsys.readouterr()
@@ -54,6 +61,7 @@ def test_every_family_is_found_and_the_multi_attach_mover_comes_first(capsys: py
         "objectsWithFindings": 9,
         "multiAttach": 1,
         "stuck": 0,  # no pod there says since when it waits (no creationTimestamp)
+        "policy": POLICY,
     }
 
 
@@ -79,7 +87,7 @@ def test_outputs_agree_and_the_table_is_sorted_with_a_summary(capsys: pytest.Cap
     assert lines[1].startswith("pod/shop/volsync-src-db-stuck (MULTI-ATTACH)")
     assert lines[-1] == (
         "10 objects audited: 14 findings in 9 objects, 1 Multi-Attach (movers stuck on a claim held elsewhere), "
-        "0 stuck storage pods"
+        f"0 stuck storage pods; policy: {POLICY}"
     )
     rows = [line.split()[0] for line in lines[1:-2]]
     rest = [r for r in rows if r != "pod/shop/volsync-src-db-stuck"]
@@ -90,7 +98,7 @@ def test_outputs_agree_and_the_table_is_sorted_with_a_summary(capsys: pytest.Cap
 
 def test_a_clean_cluster_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = audit(capsys, "--cluster", str(DATA / "audit" / "clean.yaml"), "-o", "table")
-    assert (code, out) == (0, "2 objects audited: no findings\n")
+    assert (code, out) == (0, "2 objects audited: no findings; policy: embedded default\n")
 
 
 def test_one_namespace_only(capsys: pytest.CaptureFixture[str]) -> None:
@@ -150,7 +158,7 @@ def test_a_slow_api_shows_progress_on_stderr(capsys: pytest.CaptureFixture[str],
         _live_cluster(api)
         api.delay(0.25)
         code, _, err = audit(capsys, "--kubeconfig", str(api.write_kubeconfig(tmp_path / "k")), "-o", "json")
-    assert code == 1
+    assert code == 1, err
     assert "listed 8 Pods" in err, err
 
 
@@ -237,7 +245,7 @@ def test_stuck_storage_pods_show_their_cause_in_every_output(
         ]
         for code, c in cases.items()
     }
-    assert rows.splitlines()[-1].endswith(f", {len(shown)} stuck storage pods")
+    assert rows.splitlines()[-1].endswith(f", {len(shown)} stuck storage pods; policy: embedded default")
 
 
 def test_a_node_whose_conditions_are_mistyped_is_refused_with_its_field(
@@ -392,3 +400,70 @@ def test_an_object_given_twice_is_audited_once_as_the_last_one_given(
     first_fixed = json.loads(audit(capsys, "--cluster", CLUSTER[0], str(fixed), CLUSTER[1], "-o", "json")[1])
     assert [(o["namespace"], o["name"]) for o in first_fixed["objects"] if o["name"] == "minio-0"] == minio
     assert first_fixed == once
+
+
+def _oadp_cluster(api: FakeKubeAPI) -> None:
+    """OADP: Velero in openshift-adp, a backup pod of its CSI data mover there (labels as Velero's exposer sets
+    them, vmware-tanzu/velero pkg/exposer/csi_snapshot.go), and the cluster's policy, which trusts that namespace."""
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "worker-1", "labels": {"kubernetes.io/os": "linux"}},
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "backup-1-xk2p9",
+            "namespace": "openshift-adp",
+            "labels": {"velero.io/exposer-pod-group": "snapshot-exposer", "velero.io/data-upload": "backup-1-xk2p9"},
+        },
+        "spec": {"nodeName": "worker-1", "containers": [{"name": "backup-1-xk2p9", "image": "velero/velero:v1.18.0"}]},
+        "status": {"phase": "Running"},
+    }
+    policy = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "storage-affinity-policy",
+            "namespace": "storage-affinity-system",
+            "labels": {"storage-affinity.io/policy": "true"},
+        },
+        "data": {"policy.yaml": "trust:\n  namespaces: [openshift-adp]\n"},
+    }
+    for obj in (node, pod, policy):
+        api.create(obj)
+
+
+def test_the_live_audit_judges_by_the_cluster_policy_configmap(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The command on-call runs (docs/runbooks.md) judges as the server does: the policy ConfigMap of the webhook's
+    namespace ($POD_NAMESPACE, or --policy-namespace), not the embedded default that trusts Velero's namespace only."""
+    with running_fake_api() as api:
+        _oadp_cluster(api)
+        kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
+        code, out, err = audit(capsys, "--kubeconfig", kubeconfig, "-o", "json")
+        _, other, _ = audit(capsys, "--kubeconfig", kubeconfig, "--policy-namespace", "elsewhere", "-o", "json")
+        _, table, _ = audit(capsys, "--kubeconfig", kubeconfig, "--policy-namespace", "elsewhere", "-o", "wide")
+    assert code == 0, (out, err)
+    assert json.loads(out)["summary"]["policy"] == "ConfigMap storage-affinity-system/storage-affinity-policy"
+    judged_by_default = json.loads(other)
+    assert judged_by_default["summary"]["policy"] == "embedded default (no ConfigMap elsewhere/storage-affinity-policy)"
+    (pod,) = judged_by_default["objects"]
+    assert [(f["family"], f["severity"]) for f in pod["findings"]] == [("roleTrust", "deny")]
+    # the pod runs where it may, but the deny finding says it would be refused: the table says so, not `ok`
+    (row,) = [line for line in table.splitlines() if line.startswith("pod/openshift-adp/")]
+    assert row.split()[4] == "blocked", table
+    assert table.rstrip().endswith("; policy: embedded default (no ConfigMap elsewhere/storage-affinity-policy)")
+
+
+def test_the_live_audit_without_the_webhook_namespace_says_what_to_give(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("POD_NAMESPACE")
+    with running_fake_api() as api:
+        code, out, err = audit(capsys, "--kubeconfig", str(api.write_kubeconfig(tmp_path / "k")))
+        listed = api.count("GET", "Pod")
+    assert (code, out, listed) == (2, "", 0)  # said before anything is listed
+    assert "give --policy-namespace" in err and "or --policy FILE" in err, err

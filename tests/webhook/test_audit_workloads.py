@@ -33,6 +33,13 @@ MISSPELLED, CLEAN = (
 )
 
 
+@pytest.fixture(autouse=True)
+def _webhook_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live audit judges by the policy of the webhook's namespace: $POD_NAMESPACE, as in the webhook's pod (no
+    policy ConfigMap there unless a test creates one: the embedded default)."""
+    monkeypatch.setenv("POD_NAMESPACE", "storage-affinity-system")
+
+
 def workloads() -> list[Json]:
     """Each kind once with the misspelled key (named after its kind) and once clean (`<kind>-clean`)."""
     out = []
@@ -102,6 +109,11 @@ def test_the_live_audit_lists_every_workload_kind(capsys: pytest.CaptureFixture[
         _, shop = audit(capsys, "--kubeconfig", kubeconfig, "-n", "shop")
         listed = {kind: api.count("GET", kind) for kind in TEMPLATE_PATHS}
     assert code == 1
+    assert (
+        live["summary"].pop("policy")
+        == "embedded default (no ConfigMap storage-affinity-system/storage-affinity-policy)"
+    )
+    assert files["summary"].pop("policy") == "embedded default"
     assert live == files
     assert shop["summary"]["audited"] == files["summary"]["audited"]  # the workloads are all in shop
     assert listed == dict.fromkeys(TEMPLATE_PATHS, 2)  # one list per audit, page by page

@@ -72,7 +72,7 @@ def test_audit_usage_says_which_files_belong_to_cluster(capsys: pytest.CaptureFi
         ["review", "-f", str(EXAMPLES / "plain-pod.yaml"), "--cluster", MISSING],
         ["audit", "--cluster", MISSING],
         ["audit", "--cluster", CLUSTER, "--policy", MISSING],
-        ["audit", "--kubeconfig", MISSING],
+        ["audit", "--kubeconfig", MISSING, "--policy-namespace", "storage-affinity"],
         ["serve", "--cert", MISSING, "--key", MISSING],
         ["serve", "--cert", CLUSTER, "--key", CLUSTER, "--cluster", MISSING],
         ["serve", "--cert", CLUSTER, "--key", CLUSTER, "--cluster", CLUSTER, "--client-ca", MISSING],

@@ -29,7 +29,7 @@ def test_plain_pod_is_allowed_unchanged_as_json() -> None:
     assert out["allowed"] is True
     assert out["patch"] == []
     assert out["object"] == yaml.safe_load((EXAMPLES / "plain-pod.yaml").read_text())
-    assert out["decisions"] == ["role: none (no role matches)"]
+    assert out["decisions"] == ["policy: embedded default", "role: none (no role matches)"]
 
 
 def test_denied_pod_exits_1_and_lists_every_problem() -> None:
@@ -133,7 +133,7 @@ def test_workloads_are_reviewed_at_their_template_fields() -> None:
     scaled = {**deployment, "spec": {**deployment["spec"], "replicas": 5}}
     result = run("-f", "-", "-o", "json", stdin=json.dumps(admission_review("UPDATE", scaled, deployment)))
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["decisions"] == ["pod template unchanged"]
+    assert json.loads(result.stdout)["decisions"] == ["policy: embedded default", "pod template unchanged"]
 
 
 @pytest.mark.parametrize("manifest", ["apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", "kind: ''\n"])
@@ -158,6 +158,7 @@ def test_an_operation_no_rule_checks_is_allowed_saying_so(operation: str) -> Non
     out = json.loads(result.stdout)
     assert out["allowed"] is True
     assert out["decisions"] == [
+        "policy: embedded default",
         f"operation {operation} is not mutated: only CREATE is",
         f"operation {operation} is not checked: only CREATE and UPDATE are",
     ]
@@ -167,7 +168,10 @@ def test_a_config_map_no_rule_checks_is_allowed_saying_so() -> None:
     config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app-settings, namespace: shop}\ndata: {a: b}\n"
     result = run("-f", "-", "-o", "json", stdin=config_map)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["decisions"] == ["not a policy or Velero node-agent ConfigMap: no rule checks it"]
+    assert json.loads(result.stdout)["decisions"] == [
+        "policy: embedded default",
+        "not a policy or Velero node-agent ConfigMap: no rule checks it",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -180,5 +184,6 @@ def test_a_config_map_no_rule_checks_is_allowed_saying_so() -> None:
 def test_a_config_map_a_rule_checks_says_as_what(manifest: str, policy: str | None, decision: str) -> None:
     policy_args = ("--policy", str(EXAMPLES / policy)) if policy else ()
     result = run("-f", str(EXAMPLES / manifest), *policy_args, *CLUSTER, "-o", "json")
-    decisions = json.loads(result.stdout)["decisions"]
+    judged_by, *decisions = json.loads(result.stdout)["decisions"]
+    assert judged_by == f"policy: {EXAMPLES / policy if policy else 'embedded default'}"
     assert len(decisions) == 1 and decisions[0].startswith(decision), decisions

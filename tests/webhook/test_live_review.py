@@ -130,6 +130,9 @@ def test_without_a_policy_configmap_the_embedded_policy_applies_and_policy_overr
     ]
     elsewhere = json.loads(live_review(kubeconfig, EXAMPLES / "backup-pod.yaml", "--policy-configmap", "absent").stdout)
     assert "tolerations" not in elsewhere["object"]["spec"]  # the embedded default has no loadAffinity
+    # the first decision says which policy judged
+    assert with_cluster_policy["decisions"][0] == f"policy: ConfigMap {NAMESPACE}/storage-affinity-policy"
+    assert elsewhere["decisions"][0] == f"policy: embedded default (no ConfigMap {NAMESPACE}/absent)"
     given = live_review(
         kubeconfig, EXAMPLES / "backup-pod.yaml", "--policy-configmap", "absent", "--policy", str(POLICY_FILE)
     )
@@ -137,6 +140,7 @@ def test_without_a_policy_configmap_the_embedded_policy_applies_and_policy_overr
         json.loads(given.stdout)["object"]["spec"]["tolerations"]
         == with_cluster_policy["object"]["spec"]["tolerations"]
     )
+    assert json.loads(given.stdout)["decisions"][0] == f"policy: {POLICY_FILE}"
 
 
 def test_an_api_that_fails_is_exit_2_not_the_fail_open_answer(tmp_path: Path) -> None:

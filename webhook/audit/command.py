@@ -50,6 +50,7 @@ class AuditSourceError(Exception):
 @dataclass
 class AuditRun:
     reports: list[ObjectAudit]
+    policy: str = ""  # where the policy judged by came from (a file, a ConfigMap, the embedded default)
 
     @property
     def audited(self) -> int:
@@ -67,6 +68,7 @@ class AuditRun:
             "objectsWithFindings": len(with_findings),
             "multiAttach": sum(r.multi_attach for r in self.reports),
             "stuck": sum(r.cause is not None for r in self.reports),
+            **({"policy": self.policy} if self.policy else {}),
         }
 
     def as_json(self) -> Json:
@@ -74,13 +76,19 @@ class AuditRun:
 
 
 def run_audit(
-    objects: Iterable[Json], view: Any, policy: Policy, namespace: str | None, now: datetime | None = None
+    objects: Iterable[Json],
+    view: Any,
+    policy: Policy,
+    namespace: str | None,
+    now: datetime | None = None,
+    *,
+    policy_source: str = "",
 ) -> AuditRun:
     """Audit the objects of `namespace` (None: every namespace; cluster-scoped objects are never audited), as of
     `now` (default: the current time), which tells how long a pod has been stuck."""
     chosen = [o for o in objects if namespace is None or (o.get("metadata") or {}).get("namespace") == namespace]
     reports = audit_objects(chosen, view, policy, now=now or datetime.now(UTC))
-    return AuditRun(reports)
+    return AuditRun(reports, policy_source)
 
 
 def objects_from_files(paths: Iterable[Path]) -> tuple[list[Json], ClusterIndex]:
@@ -95,6 +103,25 @@ def objects_from_files(paths: Iterable[Path]) -> tuple[list[Json], ClusterIndex]
         named = isinstance(meta, dict) and isinstance(meta.get("name"), str) and meta["name"]
         latest[identity(obj) if named else id(obj)] = obj
     return list(latest.values()), state
+
+
+def policy_from_api(kubeconfig: Path | None, namespace: str, name: str) -> tuple[Policy, str]:
+    """The policy the server in `namespace` uses (webhook/policy/cluster.py), so that the live audit judges as
+    the server does: a cluster's `trust.namespaces` or load affinity read from the embedded default instead would
+    give false findings."""
+    from webhook.policy.cluster import cluster_policy
+    from webhook.state.apisource import ApiConfigError, load_configuration
+    from webhook.state.ondemand import OnDemandView
+
+    try:
+        configuration, _ = load_configuration(kubeconfig)
+    except ApiConfigError as exc:
+        raise AuditSourceError(str(exc)) from None
+    view = OnDemandView(configuration)
+    try:
+        return cluster_policy(view, namespace, name)
+    finally:
+        view.close()
 
 
 def objects_from_api(
@@ -226,6 +253,16 @@ WIDE_COLUMNS = (
 WRAPPED = {"OBJECT": 24, "PLACEMENT": 16, "FIELD": 24, "MESSAGE": 40}
 
 
+def shown_placement(report: ObjectAudit) -> str:
+    """The PLACEMENT cell: `stuck` for a pod with a cause and `blocked` for one with a deny finding, whatever its
+    node says, so that no row reads `ok` beside a finding that the pod cannot start or would be refused."""
+    if report.cause is not None:
+        return "stuck"
+    if report.placement and any(finding.severity == "deny" for finding in report.findings):
+        return "blocked"
+    return report.placement
+
+
 def render_table(run: AuditRun, width: int | None = None, *, wide: bool = False) -> str:
     """One row a finding, Multi-Attach movers first, then by namespace, kind and name; a summary line last. The
     CAUSE column names why a stuck storage pod is stuck (its JSON `cause` has the message and the remedy). With a
@@ -238,7 +275,7 @@ def render_table(run: AuditRun, width: int | None = None, *, wide: bool = False)
         if report.multi_attach:
             name = f"{name} (MULTI-ATTACH)"
         for finding in report.findings:
-            placement = report.placement + (f" → {report.wanted}" if report.wanted else "")
+            placement = shown_placement(report) + (f" → {report.wanted}" if report.wanted else "")
             cause = report.cause.code if report.cause is not None else "-"
             where = (name, report.role or "-", *([report.phase or "-"] if wide else []), report.node or "-")
             row = (*where, placement or "-", cause, finding.family, finding.severity, finding.field or "-")
@@ -248,12 +285,13 @@ def render_table(run: AuditRun, width: int | None = None, *, wide: bool = False)
             else:
                 rows.append((*row, finding.message))
     summary = run.summary()
+    judged = f"; policy: {run.policy}" if run.policy else ""
     if not rows:
-        return f"{counted(summary['audited'], 'object')} audited: no findings"
+        return f"{counted(summary['audited'], 'object')} audited: no findings{judged}"
     line = (
         f"{counted(summary['audited'], 'object')} audited: {counted(summary['findings'], 'finding')} in "
         f"{counted(summary['objectsWithFindings'], 'object')}, {summary['multiAttach']} Multi-Attach (movers stuck "
-        f"on a claim held elsewhere), {counted(summary['stuck'], 'stuck storage pod')}"
+        f"on a claim held elsewhere), {counted(summary['stuck'], 'stuck storage pod')}{judged}"
     )
     widths = [max(len(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
     if width is not None and not wide:

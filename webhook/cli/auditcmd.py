@@ -4,11 +4,13 @@ storage pod is stuck, over the live API or manifests."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from webhook.cli.args import EXIT_BAD_INPUT, cluster_files, subcommand
+from webhook.settings import default
 
 
 def add_parser(sub: Any) -> None:
@@ -35,7 +37,25 @@ def add_parser(sub: Any) -> None:
     scope = aud.add_mutually_exclusive_group()
     scope.add_argument("-n", "--namespace", help="audit this namespace only")
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="audit every namespace (the default)")
-    aud.add_argument("--policy", type=Path, help="policy file (ConfigMap or bare document); default: embedded")
+    aud.add_argument(
+        "--policy",
+        type=Path,
+        help="policy file (ConfigMap or bare document); default: live, the cluster's policy ConfigMap (as serve "
+        "reads it); with --cluster, the embedded one",
+    )
+    aud.add_argument(
+        "--policy-namespace",
+        default=os.environ.get("POD_NAMESPACE", ""),
+        metavar="NS",
+        help="live, without --policy: the webhook's namespace, where its policy ConfigMap is (default: "
+        "$POD_NAMESPACE, set in the webhook's own pod)",
+    )
+    aud.add_argument(
+        "--policy-configmap",
+        default=default("policy_configmap"),
+        metavar="NAME",
+        help="live, without --policy: the policy ConfigMap in --policy-namespace (default %(default)s)",
+    )
     aud.add_argument(
         "-o",
         "--output",
@@ -49,17 +69,27 @@ def run(args: argparse.Namespace) -> int:
     from rules.policy import PolicyError
     from rules.safeload import DocumentError
     from webhook.audit import command as audit
+    from webhook.policy.cluster import ClusterPolicyUnreadable
     from webhook.policy.file import load_policy_file
 
     try:
-        policy, _ = load_policy_file(args.policy)
+        from_cluster = not args.policy and not args.cluster
+        if from_cluster and not args.policy_namespace:
+            raise audit.AuditSourceError(
+                "the live audit judges by the server's policy: give --policy-namespace (the webhook's namespace, "
+                "where its policy ConfigMap is; $POD_NAMESPACE in its pod) or --policy FILE"
+            )
         if args.cluster:
             objects, view = audit.objects_from_files(args.cluster)
         else:
             objects, view = audit.objects_from_api(args.kubeconfig, args.namespace, audit.progress_to(sys.stderr))
-    except (DocumentError, PolicyError, audit.AuditSourceError) as exc:
+        if from_cluster:
+            policy, source = audit.policy_from_api(args.kubeconfig, args.policy_namespace, args.policy_configmap)
+        else:
+            policy, source = load_policy_file(args.policy)
+    except (DocumentError, PolicyError, audit.AuditSourceError, ClusterPolicyUnreadable) as exc:
         print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    run = audit.run_audit(objects, view, policy, args.namespace)
+    run = audit.run_audit(objects, view, policy, args.namespace, policy_source=source)
     print(audit.render(run, args.output or audit.default_output(sys.stdout), audit.table_width(sys.stdout)))
     return audit.exit_code(run)

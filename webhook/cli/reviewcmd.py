@@ -105,11 +105,12 @@ def run(args: argparse.Namespace) -> int:
         request = as_request(documents[0])
         if live:
             view = _live_view(args.kubeconfig)
-            policy = load_policy_file(args.policy)[0] if args.policy else _cluster_policy(view, args)
+            policy, policy_source = load_policy_file(args.policy) if args.policy else _cluster_policy(view, args)
         else:
-            policy, _ = load_policy_file(args.policy)
+            policy, policy_source = load_policy_file(args.policy)
             view = load_static_state(args.cluster)
         result = review(request, policy, view, args.namespace)
+        result.decisions.insert(0, f"policy: {policy_source}")
     except (OSError, UnicodeDecodeError) as exc:
         return _bad(unreadable(source, exc))
     except (DocumentError, PolicyError, _LiveError) as exc:  # these name their file or source
@@ -146,24 +147,18 @@ def _live_view(kubeconfig: Path | None) -> ClusterView:
     return OnDemandView(configuration)
 
 
-def _cluster_policy(view: Any, args: argparse.Namespace) -> Policy:
-    """The policy the server reads: the ConfigMap labelled as the policy, else the embedded default (the base a
-    server without `--policy` falls back to). An invalid one is refused: the server keeps its last valid policy,
-    which no API read shows."""
-    from rules.cluster import LookupFailed
-    from rules.policy import default_policy, is_policy_config_map, policy_from_config_map
+def _cluster_policy(view: Any, args: argparse.Namespace) -> tuple[Policy, str]:
+    """The policy the server in --namespace reads (webhook/policy/cluster.py)."""
+    from webhook.policy.cluster import ClusterPolicyUnreadable, cluster_policy
 
     if not args.namespace:
         raise _LiveError(
             "--live needs --namespace (or $POD_NAMESPACE), where the policy ConfigMap is, or --policy FILE"
         )
     try:
-        config_map: dict[str, Any] | None = view.read_config_map(args.namespace, args.policy_configmap)
-    except LookupFailed as exc:
-        raise _LiveError(f"cannot read the policy ConfigMap: {exc}") from None
-    if config_map is None or not is_policy_config_map(config_map):
-        return default_policy()
-    return policy_from_config_map(config_map, f"ConfigMap {args.namespace}/{args.policy_configmap}")
+        return cluster_policy(view, args.namespace, args.policy_configmap)
+    except ClusterPolicyUnreadable as exc:
+        raise _LiveError(str(exc)) from None
 
 
 def _rendered(result: Any, output: str) -> str:
