@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
 from rules.kube.feasible import pod_of
 from tests.support import DATA, EXAMPLES, ROOT, mutate_checked
 from tests.webhook.commands import run_command
+from webhook.cli.junit import junit_report
 from webhook.cli.suitefile import find_suites, load_suite
 from webhook.cli.suites import run_case
 
@@ -20,6 +23,14 @@ PASSING = SUITES / "passing" / "storage-affinity-test.yaml"
 FAILING = SUITES / "failing" / "storage-affinity-test.yaml"
 KEYS = SUITES / "malformed" / "keys" / "storage-affinity-test.yaml"
 SYNTAX = SUITES / "malformed" / "syntax" / "storage-affinity-test.yaml"
+
+
+#: The warning (and roleTrust violation) of tests/data/suites/failing/untrusted-backup.yaml.
+UNTRUSTED = (
+    "role backup (annotation storage-affinity.io/role: backup) is not trusted in namespace apps: none of its "
+    "tolerations or placement applied (the policy's trust.namespaces or trust.requesters trusts it)"
+)
+ROLE_FIELD = "metadata.annotations[storage-affinity.io/role]"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -59,7 +70,19 @@ def test_a_failing_suite_exits_1_naming_each_failed_expectation_with_what_came()
         f"{suite}  a nodeName is expected  fail",
         '    patched spec.nodeName: expected "node-b", got no such field',
         f"{suite}  this one passes  pass",
-        "1 suites, 5 cases: 1 passed, 4 failed",
+        f"{suite}  no warning and no violation are expected, but there are some  fail",
+        f"    warnings: expected [], got [{json.dumps(UNTRUSTED)}]",
+        f'    violations: expected [], got [{{"family": "roleTrust", "field": "{ROLE_FIELD}", "message": '
+        f"{json.dumps(UNTRUSTED)}}}]",
+        f"{suite}  counts that do not hold  fail",
+        f"    warningCount: expected 2, got [{json.dumps(UNTRUSTED)}]",
+        f'    violationCount: expected 0, got [{{"family": "roleTrust", "field": "{ROLE_FIELD}", "message": '
+        f"{json.dumps(UNTRUSTED)}}}]",
+        f"{suite}  a placement decision is expected that did not happen  fail",
+        '    decisions: expected "^load affinity: applied", got ["role: backup (annotation storage-affinity.io/role: '
+        'backup)", "load affinity: not applied, role backup is not trusted in namespace apps"]',
+        f"{suite}  absence, counts and decisions that hold  pass",
+        "1 suites, 9 cases: 2 passed, 7 failed",
     ]
 
 
@@ -95,20 +118,24 @@ def test_malformed_suites_exit_2_listing_every_problem_with_file_and_key_while_t
         f'storage-affinity-webhook: {keys}: cases[5].resource: kind "Service" is not reviewed (review checks Pod, '
         "ConfigMap, Job, Deployment, StatefulSet, DaemonSet, ReplicaSet, CronJob)",
         f"storage-affinity-webhook: {keys}: cases[6].expect.nodez: unknown key (expectations: allowed, nodes, "
-        "tolerations, warnings, violations, patched)",
+        "tolerations, warnings, violations, warningCount, violationCount, decisions, patched)",
         f"storage-affinity-webhook: {keys}: cases[6].expect.allowed: missing: every case says whether the object is "
         "allowed",
         f"storage-affinity-webhook: {keys}: cases[7].expect.nodes: the object runs no pod: only a Pod or a workload "
         "has nodes",
         f"storage-affinity-webhook: {keys}: cases[8].expect.warnings[0]: not a regular expression: missing ), "
         "unterminated subpattern at position 0",
+        f"storage-affinity-webhook: {keys}: cases[9].expect.decisions[0]: not a regular expression: unterminated "
+        "character set at position 0",
+        f"storage-affinity-webhook: {keys}: cases[9].expect.warningCount: must be a whole number, 0 or more",
+        f"storage-affinity-webhook: {keys}: cases[9].expect.violationCount: must be a whole number, 0 or more",
         f"storage-affinity-webhook: {shown(SYNTAX)}: YAML syntax error at line 3, column 1: did not find expected "
         "',' or ']'",
     ]
     lines = result.stdout.splitlines()
-    assert sum(line.endswith("  pass") for line in lines) == 10  # the passing suite, and the failing suite's one
-    assert sum(line.endswith("  fail") for line in lines) == 4
-    assert lines[-1] == "4 suites, 14 cases: 10 passed, 4 failed, 11 suite problems"
+    assert sum(line.endswith("  pass") for line in lines) == 11  # the passing suite, and the failing suite's two
+    assert sum(line.endswith("  fail") for line in lines) == 7
+    assert lines[-1] == "4 suites, 18 cases: 11 passed, 7 failed, 14 suite problems"
     assert "Traceback" not in result.stderr
 
 
@@ -170,3 +197,39 @@ def test_the_suite_docs_cli_md_shows_runs_and_passes(tmp_path: Path) -> None:
     result = run(str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines()[-1] == "1 suites, 3 cases: 3 passed, 0 failed"
+
+
+def test_junit_output_is_a_report_ci_systems_read() -> None:
+    """`-o junit`: one testsuite per file, one testcase per case, a failure per failed case holding each failed
+    expectation, a suite that is bad as an error; the counts agree with the text summary."""
+    result = run(shown(SUITES), "-o", "junit")
+    assert result.returncode == 2  # the malformed suites
+    root = ElementTree.fromstring(result.stdout)
+    assert (root.tag, root.get("tests"), root.get("failures"), root.get("errors")) == ("testsuites", "32", "7", "14")
+    failing = root.find(f"testsuite[@name='{shown(FAILING)}']")
+    assert failing is not None and (failing.get("tests"), failing.get("failures")) == ("9", "7")
+    case = failing.find("testcase[@name='counts that do not hold']")
+    assert case is not None
+    failure = case.find("failure")
+    assert failure is not None and failure.get("message", "").startswith("warningCount: expected 2, got [")
+    assert (failure.text or "").splitlines()[1].startswith("violationCount: expected 0, got [")
+    assert failing.find("testcase[@name='this one passes']/failure") is None
+    errors = [e.get("message") for e in root.iterfind("testsuite[@name='suite problems']/testcase/error")]
+    assert errors[0] == f"{shown(KEYS)}: polcy: unknown key (a suite has: policy, cluster, cases)"
+
+
+def test_junit_carries_what_xml_cannot_as_escapes() -> None:
+    """A case name with control characters (a suite from a pull request) still gives a report that parses."""
+
+    @dataclass
+    class Result:
+        suite: str
+        case: str
+        failure_lines: list[str]
+
+    report = junit_report([Result("s.yaml", "bell\x07 and nul\x00", ["nodes: expected \x1b[31m"])], ["bad\x0b"])
+    root = ElementTree.fromstring(report)
+    case = root.find("testsuite/testcase")
+    assert case is not None and case.get("name") == "bell\\u0007 and nul\\u0000"
+    assert root.find("testsuite/testcase/failure").get("message") == "nodes: expected \\u001b[31m"  # type: ignore[union-attr]
+    assert root.find("testsuite[@name='suite problems']/testcase/error").get("message") == "bad\\u000b"  # type: ignore[union-attr]

@@ -2,8 +2,11 @@
 
 A case lists only what it checks: `allowed` always, then any of `nodes` (exactly the set of Nodes the result may
 run on), `tolerations` (each among the result's, on the fields given), `warnings` (regular expressions, each
-found in some warning), `violations` (each matching one violation, `message` as a regular expression) and
-`patched` (a partial object the result contains). The checks are pure: the runner (suites.py) computes the result.
+found in some warning; `[]`: no warning at all), `violations` (each matching one violation, `message` as a regular
+expression; `[]`: none), `warningCount` and `violationCount` (exactly that many), `decisions` (regular
+expressions, each found in some line of the decision trace: that a placement really happened, not only where the
+pod may run) and `patched` (a partial object the result contains). The checks are pure: the runner (suites.py)
+computes the result.
 """
 
 from __future__ import annotations
@@ -16,7 +19,12 @@ from typing import Any
 from rules.model import Json
 from rules.quoting import field_path
 
-EXPECT_KEYS = ("allowed", "nodes", "tolerations", "warnings", "violations", "patched")
+EXPECT_KEYS = (
+    "allowed", "nodes", "tolerations", "warnings", "violations", "warningCount", "violationCount", "decisions",
+    "patched",
+)  # fmt: skip
+#: The expectations that count a list of the result's: the key, and the list it counts.
+COUNTS = {"warningCount": "warnings", "violationCount": "violations"}
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 VIOLATION_FIELDS = ("family", "field", "message")
 
@@ -41,6 +49,7 @@ class Outcome:
     warnings: list[str]
     violations: list[Json]
     patched: Any
+    decisions: list[str]
 
 
 @dataclass(frozen=True)
@@ -75,8 +84,12 @@ def expect_problems(expect: Any, kind_runs_pods: bool) -> list[tuple[str, str]]:
             problems.append(("nodes", "must be a list of Node names"))
         elif not kind_runs_pods:
             problems.append(("nodes", "the object runs no pod: only a Pod or a workload has nodes"))
-    if "warnings" in expect:
-        problems += _pattern_problems("warnings", expect["warnings"])
+    for key in ("warnings", "decisions"):
+        if key in expect:
+            problems += _pattern_problems(key, expect[key])
+    for key in COUNTS:
+        if key in expect and (type(expect[key]) is not int or expect[key] < 0):
+            problems.append((key, "must be a whole number, 0 or more"))
     for key, fields in (("tolerations", TOLERATION_FIELDS), ("violations", VIOLATION_FIELDS)):
         if key in expect:
             problems += _items_problems(key, expect[key], fields)
@@ -95,9 +108,17 @@ def failures(expect: Mapping[str, Any], outcome: Outcome) -> list[Failure]:
     for wanted in expect.get("tolerations") or ():
         if not any(_fields_match(wanted, t, regex=()) for t in outcome.tolerations):
             found.append(Failure("tolerations", wanted, outcome.tolerations))
-    for pattern in expect.get("warnings") or ():
-        if not any(re.search(pattern, warning) for warning in outcome.warnings):
-            found.append(Failure("warnings", pattern, outcome.warnings))
+    for key in ("warnings", "violations"):
+        if expect.get(key) == [] and getattr(outcome, key):  # an empty list asserts absence
+            found.append(Failure(key, [], getattr(outcome, key)))
+    for key, counted in COUNTS.items():
+        if key in expect and expect[key] != len(got := getattr(outcome, counted)):
+            found.append(Failure(key, expect[key], got))
+    for key in ("warnings", "decisions"):
+        lines = getattr(outcome, key)
+        for pattern in expect.get(key) or ():
+            if not any(re.search(pattern, line) for line in lines):
+                found.append(Failure(key, pattern, lines))
     for wanted in expect.get("violations") or ():
         if not any(_fields_match(wanted, v, regex=("message",)) for v in outcome.violations):
             found.append(Failure("violations", wanted, outcome.violations))

@@ -49,7 +49,11 @@ def add_parser(sub: Any) -> None:
         "before it rolls out",
     )
     test.add_argument(
-        "-o", "--output", choices=["text", "json"], default="text", help="text: a line per case; json: for tools"
+        "-o",
+        "--output",
+        choices=["text", "json", "junit"],
+        default="text",
+        help="text: a line per case; json: for tools; junit: JUnit XML for CI systems' test reports",
     )
 
 
@@ -73,6 +77,10 @@ class CaseResult:
             "result": "fail" if self.failures else "pass",
             "failures": [f.as_json() for f in self.failures],
         }
+
+    @property
+    def failure_lines(self) -> list[str]:
+        return [_shown(f) for f in self.failures]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,6 +110,10 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         out = {"cases": [r.as_json() for r in results], "problems": problems, "summary": summary}
         print(json.dumps(out, indent=2))
+    elif args.output == "junit":
+        from webhook.cli.junit import junit_report
+
+        print(junit_report(results, problems))
     else:
         print("\n".join([*(line for r in results for line in _lines(r)), _summary_line(summary)]))
     for problem in problems:
@@ -126,13 +138,15 @@ def run_case(suite: Suite, case: Case) -> list[Failure]:
         nodes = feasible_nodes(suite.view, subject.namespace, *pod)
     if pod is not None:
         tolerations = list(pod[1].get("tolerations") or [])
-    outcome = Outcome(result.allowed, nodes, tolerations, result.warnings, result.violations, result.object)
+    outcome = Outcome(
+        result.allowed, nodes, tolerations, result.warnings, result.violations, result.object, result.decisions
+    )
     return failures(case.expect, outcome)
 
 
 def _lines(result: CaseResult) -> list[str]:
     head = f"{result.suite}  {result.case}  {'fail' if result.failures else 'pass'}"
-    return [head, *(f"    {_shown(f)}" for f in result.failures)]
+    return [head, *(f"    {line}" for line in result.failure_lines)]
 
 
 def _shown(failure: Failure) -> str:
