@@ -61,7 +61,8 @@ def test_stdin_and_admission_review_input() -> None:
     ("content", "message"),
     [
         ("kind: Pod\nmetadata: {name: [\n", "storage-affinity-webhook: <stdin>: YAML syntax error at line 3"),
-        ("a: 1\n---\nb: 2\n", "storage-affinity-webhook: <stdin>: expected exactly one document, found 2"),
+        ("a: 1\n---\nb: 2\n", "storage-affinity-webhook: <stdin>#1: input is neither an AdmissionReview nor a"),
+        ("---\n---\n", "storage-affinity-webhook: -: no object to review"),
         (
             "just text\n",
             "storage-affinity-webhook: <stdin>: input is neither an AdmissionReview nor a Kubernetes manifest",
@@ -187,3 +188,55 @@ def test_a_config_map_a_rule_checks_says_as_what(manifest: str, policy: str | No
     judged_by, *decisions = json.loads(result.stdout)["decisions"]
     assert judged_by == f"policy: {EXAMPLES / policy if policy else 'embedded default'}"
     assert len(decisions) == 1 and decisions[0].startswith(decision), decisions
+
+
+def test_every_object_given_is_reviewed_one_result_each_and_the_exit_is_the_worst(tmp_path: Path) -> None:
+    """`-f` repeats, a file holds several documents or a List: each object gets its result, named by its source,
+    and the exit code is the worst of them (bad input over denied over allowed)."""
+    mover, plain, bad = (EXAMPLES / n for n in ("mover-pod.yaml", "plain-pod.yaml", "bad-annotations-pod.yaml"))
+    both = tmp_path / "both.yaml"
+    both.write_text(f"{plain.read_text()}\n---\n{bad.read_text()}")
+    listed = tmp_path / "list.yaml"
+    listed.write_text(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [yaml.safe_load(mover.read_text())]})
+    )
+    result = run("-f", str(mover), "-f", str(both), "-f", str(listed), *CLUSTER, "-o", "json")
+    assert result.returncode == 1, result.stderr
+    out = json.loads(result.stdout)
+    assert [(r["source"], r["allowed"]) for r in out] == [
+        (str(mover), True),
+        (f"{both}#1", True),
+        (f"{both}#2", False),
+        (str(listed), True),
+    ]
+    assert out[0]["patch"] == out[3]["patch"] != []  # the List's item is the mover itself
+    assert result.stderr.startswith(f"Error: {both}#2: storage-affinity-webhook denied: 2 problems:"), result.stderr
+    patches = json.loads(run("-f", str(mover), "-f", str(plain), *CLUSTER, "-o", "patch").stdout)
+    assert [(p["source"], bool(p["patch"])) for p in patches] == [(str(mover), True), (str(plain), False)]
+    documents = list(yaml.safe_load_all(run("-f", str(mover), "-f", str(plain), *CLUSTER, "-o", "yaml").stdout))
+    assert [d["metadata"]["name"] for d in documents] == ["volsync-rsync-tls-src-db", "web-7d9c"]
+    service = tmp_path / "service.yaml"
+    service.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: apps}\n")
+    worst = run("-f", str(mover), "-f", str(service), *CLUSTER)
+    assert worst.returncode == 2  # the Service is not reviewed; the mover still is
+    assert [(r["source"], r["allowed"]) for r in json.loads(worst.stdout)] == [(str(mover), True)]
+    assert f'storage-affinity-webhook: {service}: kind "Service" is not reviewed' in worst.stderr
+
+
+def test_the_summary_says_what_a_person_reads_first() -> None:
+    """`-o summary` (the default on a terminal): the verdict, the decisions, the warnings and violations, and the
+    patch as a diff, one block per object."""
+    result = run("-f", str(EXAMPLES / "mover-pod.yaml"), *CLUSTER, "-o", "summary")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{EXAMPLES / 'mover-pod.yaml'}: Pod shop/volsync-rsync-tls-src-db: allowed"
+    assert "  decision: policy: embedded default" in lines
+    assert any(line.startswith("  decision: co-scheduled with pod db-0 on node ip-10-0-1-17") for line in lines)
+    assert "  patch:" in lines
+    assert any(line.startswith("    + /spec/affinity: {") for line in lines)
+    denied = run("-f", str(EXAMPLES / "bad-annotations-pod.yaml"), *CLUSTER, "-o", "summary")
+    assert denied.returncode == 1
+    assert any(
+        line.startswith("  violation: annotations metadata.annotations[storage-affinity.io/placment]: unknown")
+        for line in denied.stdout.splitlines()
+    ), denied.stdout

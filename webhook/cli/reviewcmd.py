@@ -9,13 +9,10 @@ review needs (webhook/state/ondemand.py) and, without `--policy`, the policy the
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import yaml
 
 from rules.safeload import unreadable
 from webhook.cli.args import EXIT_ALLOWED, EXIT_BAD_INPUT, EXIT_DENIED, cluster_files, subcommand
@@ -24,6 +21,7 @@ from webhook.settings import default
 if TYPE_CHECKING:
     from rules.cluster import ClusterView
     from rules.policy import Policy
+    from webhook.cli.reviewout import Reviewed
 
 
 def add_parser(sub: Any) -> None:
@@ -31,20 +29,23 @@ def add_parser(sub: Any) -> None:
         sub,
         "review",
         "run the admission pipeline on one object: mutate, apply, validate (offline, or against the live cluster)",
-        "Review one object as the API server would send it to both webhooks: mutate, apply the\n"
-        "patch, validate the result; print the decision, warnings on stderr. With --live (or\n"
-        "--kubeconfig) the cluster state and the policy are read from the API: only what this\n"
-        "review needs, never every pod.",
-        "0  allowed",
-        "1  denied (the reason on stderr)",
+        "Review each object as the API server would send it to both webhooks: mutate, apply the\n"
+        "patch, validate the result; print the decision, warnings on stderr. -f may repeat, and a\n"
+        "file may hold several documents (or a List): each object is reviewed, one result each.\n"
+        "With --live (or --kubeconfig) the cluster state and the policy are read from the API:\n"
+        "only what these reviews need, never every pod.",
+        "0  every object allowed",
+        "1  an object denied (the reason on stderr)",
         bad="bad input or usage, a kind review does not check, or (live) an API that fails",
     )
     rev.add_argument(
         "-f",
         "--file",
         required=True,
+        action="append",
         metavar="FILE",
-        help="AdmissionReview or bare Pod, ConfigMap or workload (Job, CronJob, Deployment...); - for stdin",
+        help="AdmissionReviews or bare Pods, ConfigMaps or workloads (Job, CronJob, Deployment...), one or more "
+        "documents or a List; - for stdin; may repeat",
     )
     rev.add_argument(
         "--policy",
@@ -77,9 +78,10 @@ def add_parser(sub: Any) -> None:
     rev.add_argument(
         "-o",
         "--output",
-        choices=["json", "yaml", "patch"],
-        default="json",
-        help="json: the whole decision; yaml: the object as admitted; patch: the JSON Patch (default %(default)s)",
+        choices=["summary", "json", "yaml", "patch"],
+        help="summary: what a person reads (decisions, warnings, violations, the patch as a diff); json: the whole "
+        "decision; yaml: the object as admitted; patch: the JSON Patch (default: summary on a terminal, json "
+        "otherwise); several objects: a list, each with its source (yaml: a document each)",
     )
 
 
@@ -89,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from rules.safeload import DocumentError, load_documents
     from webhook.app.codec import ReviewError
     from webhook.cli.review import as_request, review
+    from webhook.cli.reviewout import Reviewed, default_output, rendered
     from webhook.policy.file import load_policy_file
     from webhook.state.static import load_static_state
 
@@ -96,39 +99,69 @@ def run(args: argparse.Namespace) -> int:
     if live and args.cluster:
         return _bad("--cluster reads manifests, --live and --kubeconfig the API: give one or the other")
     view: Any = None
+    reviewed: list[Reviewed] = []
+    bad: list[str] = []
+    source = ""
     try:
-        source = "<stdin>" if args.file == "-" else args.file
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
-        documents = load_documents(text, source)
-        if len(documents) != 1:
-            raise DocumentError(f"{source}: expected exactly one document, found {len(documents)}")
-        request = as_request(documents[0])
+        documents: list[tuple[str, Any]] = []
+        for source in args.file:
+            text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+            shown = "<stdin>" if source == "-" else source
+            documents += _objects(shown, load_documents(text, shown))
+        if not documents:
+            raise DocumentError(f"{', '.join(args.file)}: no object to review")
         if live:
             view = _live_view(args.kubeconfig)
             policy, policy_source = load_policy_file(args.policy) if args.policy else _cluster_policy(view, args)
         else:
             policy, policy_source = load_policy_file(args.policy)
             view = load_static_state(args.cluster)
-        result = review(request, policy, view, args.namespace)
-        result.decisions.insert(0, f"policy: {policy_source}")
+        for source, document in documents:
+            try:
+                result = review(as_request(document), policy, view, args.namespace)
+            except (ReviewError, BadObject) as exc:
+                bad.append(f"{source}: {exc}")
+                continue
+            result.decisions.insert(0, f"policy: {policy_source}")
+            reviewed.append(Reviewed(source, result))
     except (OSError, UnicodeDecodeError) as exc:
-        return _bad(unreadable(source, exc))
+        return _bad(unreadable("<stdin>" if source == "-" else source, exc))
     except (DocumentError, PolicyError, _LiveError) as exc:  # these name their file or source
         return _bad(str(exc))
-    except (ReviewError, BadObject) as exc:
-        return _bad(f"{source}: {exc}")
     finally:
         if live and view is not None:
             view.close()
     if failures := getattr(view, "failures", None):
         return _bad(f"the Kubernetes API failed, so this is not what the server would answer: {failures[0]}")
-    print(_rendered(result, args.output))
-    for warning in result.warnings:
-        print(f"Warning: {warning}", file=sys.stderr)
-    if not result.allowed:
-        print(f"Error: {result.status_message}", file=sys.stderr)
-        return EXIT_DENIED
-    return EXIT_ALLOWED
+    output = args.output or default_output(sys.stdout)
+    several = len(reviewed) + len(bad) > 1
+    if reviewed:
+        print(rendered(reviewed, output, several=several))
+    for item in reviewed:
+        named = f"{item.source}: " if several else ""
+        for warning in item.result.warnings if output != "summary" else ():  # the summary has them
+            print(f"Warning: {named}{warning}", file=sys.stderr)
+        if not item.result.allowed:
+            print(f"Error: {named}{item.result.status_message}", file=sys.stderr)
+    for message in bad:
+        _bad(message)
+    if bad:
+        return EXIT_BAD_INPUT
+    return EXIT_DENIED if any(not item.result.allowed for item in reviewed) else EXIT_ALLOWED
+
+
+def _objects(source: str, documents: list[Any]) -> list[tuple[str, Any]]:
+    """Each object of a file's documents (a `kind: List` gives its items), named `FILE`, or `FILE#N` (from 1)
+    when the file holds several."""
+    found: list[Any] = []
+    for document in documents:
+        if isinstance(document, dict) and document.get("kind") == "List" and isinstance(document.get("items"), list):
+            found += document["items"]
+        else:
+            found.append(document)
+    if len(found) == 1:
+        return [(source, found[0])]
+    return [(f"{source}#{index}", document) for index, document in enumerate(found, 1)]
 
 
 class _LiveError(Exception):
@@ -161,22 +194,6 @@ def _cluster_policy(view: Any, args: argparse.Namespace) -> tuple[Policy, str]:
         raise _LiveError(str(exc)) from None
 
 
-def _rendered(result: Any, output: str) -> str:
-    if output == "json":
-        return json.dumps(result.as_json(), indent=2)
-    if output == "patch":
-        return json.dumps(result.patch, indent=2)
-    return yaml.dump(result.object, Dumper=_PlainDumper, sort_keys=False).rstrip()
-
-
 def _bad(message: str) -> int:
     print(f"storage-affinity-webhook: {message}", file=sys.stderr)
     return EXIT_BAD_INPUT
-
-
-class _PlainDumper(yaml.SafeDumper):
-    """Never emits anchors/aliases: a shared object in a patch must not come out as `&id001` (our loader refuses
-    aliases)."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
