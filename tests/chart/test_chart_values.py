@@ -168,3 +168,19 @@ def test_policy_enforcement_warn_alone_relaxes_every_family() -> None:
     one_kept = _policy({"policy": {"enforcement": "warn", "validation": {"placement": {"enforcement": "deny"}}}})
     assert one_kept.enforcement_for("placement") == "deny"
     assert one_kept.enforcement_for("diskAnnotations") == "warn"
+
+
+def test_values_list_every_policy_section_with_the_embedded_defaults() -> None:
+    """values.yaml's `policy:` names every section of the policy schema, each at the embedded default's values, so
+    that an operator reads there what they may set (OADP's nodeAgent.namespace, TopoLVM's dataSource drivers) and
+    a default install judges as the embedded policy does."""
+    from rules.policy import default_policy
+
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["policy"]
+    schema = json.loads((ROOT / "rules" / "policy.schema.json").read_text())
+    assert sorted(values) == sorted(schema["properties"])
+    embedded = default_policy().document
+    rendered = _policy({}).document
+    assert {k: v for k, v in rendered.items() if k != "excludedNamespaces"} == {
+        k: v for k, v in embedded.items() if k != "excludedNamespaces"
+    }

@@ -193,3 +193,26 @@ def test_workload_templates_webhook() -> None:
     assert _excluded(hook) == _excluded(hooks["validate.storage-affinity.io"])
     assert [c["name"] for c in hook["matchConditions"]] == ["template-annotations", "template-changed"]
     assert hooks["validate.storage-affinity.io"]["rules"][1]["operations"] == ["CREATE"]
+
+
+def test_a_namespace_selector_is_anded_with_the_name_exclusions_in_every_tenant_webhook() -> None:
+    """OpenShift: namespaces excluded by a label (`openshift.io/run-level`), not by name. Every webhook that reviews
+    tenants' objects gets it beside the name exclusions; the policy ConfigMap's keeps the release namespace alone,
+    so no namespace label can turn the policy's checks off."""
+    run_level = {"key": "openshift.io/run-level", "operator": "DoesNotExist"}
+    values = {
+        **SCENARIOS["velero-source"],
+        "webhook": {"namespaceSelector": {"matchExpressions": [run_level], "matchLabels": {"tenant": "yes"}}},
+    }
+    hooks = webhooks(render(values))
+    tenant_hooks = [name for name in hooks if name != POLICY_HOOK]
+    assert set(tenant_hooks) >= {*POD_HOOKS, VELERO_HOOK}
+    for name in tenant_hooks:
+        selector = hooks[name]["namespaceSelector"]
+        assert run_level in selector["matchExpressions"], name
+        assert selector["matchLabels"] == {"tenant": "yes"}, name
+        assert _excluded(hooks[name])[:3] == ALWAYS_EXCLUDED, name  # ANDed: the name exclusions stay
+    assert hooks[POLICY_HOOK]["namespaceSelector"] == {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": [NAMESPACE]}]
+    }
+    assert "matchLabels" not in webhooks(render())[POD_HOOKS[0]]["namespaceSelector"]

@@ -166,6 +166,9 @@ def test_server_arguments_self_mode() -> None:
         "--graceful-timeout": "20",
         "--start-timeout": "30",
         "--read-timeout": "10",
+        "--audit-interval": "300",
+        "--lookup-timeout": "1",
+        "--log-level": "info",
         "--reports": "auto",
         "--lease-name": FULLNAME,
         "--lease-duration": "15",
@@ -187,9 +190,18 @@ def test_server_arguments_self_mode() -> None:
 
 def test_review_lines_are_off_unless_asked_for() -> None:
     """One log line per review suits `make run`, not a cluster's log: the chart passes `--log-reviews` only when
-    `server.extraArgs` asks for it (docs/operations.md)."""
+    `server.logReviews` asks for it (docs/operations.md)."""
     assert "--log-reviews" not in container(render())["args"]
-    assert container(render({"server": {"extraArgs": ["--log-reviews"]}}))["args"][-1] == "--log-reviews"
+    assert "--log-reviews" in container(render({"server": {"logReviews": True}}))["args"]
+
+
+def test_the_server_settings_operators_tune_are_values() -> None:
+    """The audit interval, the lookup timeout and the log level are values, not only `server.extraArgs`; the
+    defaults are the server's own."""
+    assert args(render()).items() >= {"--audit-interval": "300", "--lookup-timeout": "1", "--log-level": "info"}.items()
+    tuned = {"server": {"auditIntervalSeconds": 60, "lookupTimeoutSeconds": 0.5, "logLevel": "debug"}}
+    expected = {"--audit-interval": "60", "--lookup-timeout": "0.5", "--log-level": "debug"}
+    assert args(render(tuned)).items() >= expected.items()
 
 
 def test_namespace_from_the_downward_api() -> None:
@@ -247,3 +259,17 @@ def test_image_tag_defaults_to_app_version() -> None:
         container(render({"image": {"repository": "r.example/saw", "digest": digest}}))["image"]
         == f"r.example/saw@{digest}"
     )
+
+
+def test_openshift_leaves_the_ids_to_the_platform() -> None:
+    """restricted-v2 refuses a pod that names a UID outside its namespace's range: `openshift: true` names no user,
+    group or fsGroup, and keeps the rest of both security contexts (non-root, no escalation, no capabilities)."""
+    docs = render({"openshift": True})
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert not {"runAsUser", "runAsGroup", "fsGroup"} & set(pod["securityContext"])
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    context = container(docs)["securityContext"]
+    assert not {"runAsUser", "runAsGroup"} & set(context)
+    assert context["readOnlyRootFilesystem"] is True and context["capabilities"] == {"drop": ["ALL"]}
+    default = one(render(), "Deployment")["spec"]["template"]["spec"]
+    assert default["securityContext"]["runAsUser"] == container(render())["securityContext"]["runAsUser"] == 65532

@@ -91,13 +91,21 @@ itself and its own pods), kube-system and kube-node-lease, then webhook.excluded
 {{- toJson (uniq $list) }}
 {{- end }}
 
-{{/* namespaceSelector of the Pod and Job webhooks. */}}
+{{/* namespaceSelector of the Pod, Job and template webhooks: the excluded names, ANDed with
+webhook.namespaceSelector. */}}
 {{- define "saw.namespaceSelector" -}}
 namespaceSelector:
+  {{- with .Values.webhook.namespaceSelector.matchLabels }}
+  matchLabels:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   matchExpressions:
     - key: kubernetes.io/metadata.name
       operator: NotIn
       values: {{ include "saw.excludedNamespaces" . }}
+    {{- with .Values.webhook.namespaceSelector.matchExpressions }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 {{- end }}
 
 {{/* clientConfig of a webhook; $path is /mutate or /validate. */}}
