@@ -53,9 +53,10 @@ review: $(RUNTIME) ## run the admission pipeline offline: make review FILE=examp
 suites: $(RUNTIME) ## run the policy test suites under examples/ (storage-affinity-test.yaml; make unit runs them too)
 	$(BIN)/storage-affinity-webhook test examples/
 
-docs: $(STAMP) ## regenerate what the policy schema generates: docs/policy.md and the chart's values.schema.json
+docs: $(STAMP) ## regenerate what is generated: docs/policy.md, the chart's values.schema.json and README.md
 	$(BIN)/python -m webhook.policy.doc > docs/policy.md
 	$(BIN)/python scripts/sync-chart-policy-schema.py
+	$(BIN)/python scripts/chart-readme.py
 
 lint: $(STAMP) ## formatter check, linter, mypy strict, import contracts
 	$(BIN)/ruff format --check .
