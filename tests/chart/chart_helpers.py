@@ -146,6 +146,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         }
     },
     "provided": {"certificates": {"mode": "provided", "provided": {"secretName": "my-tls", "caBundle": CA_BUNDLE}}},
+    "service-ca": {"certificates": {"mode": "serviceCA"}, "openshift": True},
     "replicas-1": {"replicaCount": 1},
     "replicas-3": {"replicaCount": 3},
     "excluded-namespaces": {

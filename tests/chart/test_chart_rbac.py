@@ -11,7 +11,8 @@ from rules.reports import REPORT_NAME
 from tests.chart.chart_helpers import FULLNAME, NAMESPACE, SCENARIOS, Manifest, args, kinds, one, render, render_error
 from tests.rbac_calls import Grant, expected_grants, rendered_grants
 
-CERTIFICATE_MODES = ["default", "cert-manager", "cert-manager-issuer", "provided"]  # SCENARIOS: self is the default
+# SCENARIOS: self is the default
+CERTIFICATE_MODES = ["default", "cert-manager", "cert-manager-issuer", "provided", "service-ca"]
 REPORT_APIS = {"auto": ["openreports", "wgpolicyk8s"], "openreports": ["openreports"], "wgpolicyk8s": ["wgpolicyk8s"]}
 VELERO = {"namespace": "velero", "name": "node-agent-config"}
 

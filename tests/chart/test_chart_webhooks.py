@@ -216,3 +216,22 @@ def test_a_namespace_selector_is_anded_with_the_name_exclusions_in_every_tenant_
         "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": [NAMESPACE]}]
     }
     assert "matchLabels" not in webhooks(render())[POD_HOOKS[0]]["namespaceSelector"]
+
+
+def test_openshift_service_ca_issues_the_certificate_and_injects_the_bundle() -> None:
+    """Mode serviceCA: the Service asks OpenShift's service CA for the Secret the server mounts, both webhook
+    configurations ask for the bundle, and the chart renders no bundle, Certificate or self-issuing RBAC of its own."""
+    values = {**SCENARIOS["service-ca"], "monitoring": {"serviceMonitor": {"enabled": True}}}
+    docs = render(values)
+    service = one(docs, "Service")
+    secret = f"{FULLNAME}-tls"
+    assert service["metadata"]["annotations"]["service.beta.openshift.io/serving-cert-secret-name"] == secret
+    volumes = one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert [v["secret"]["secretName"] for v in volumes if v["name"] == "tls"] == [secret]
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        configuration = one(docs, kind)
+        assert configuration["metadata"]["annotations"] == {"service.beta.openshift.io/inject-cabundle": "true"}
+        assert all("caBundle" not in hook["clientConfig"] for hook in configuration["webhooks"])
+    assert not [d for d in docs if d["kind"] in ("Certificate", "Issuer")]
+    endpoint = one(docs, "ServiceMonitor")["spec"]["endpoints"][0]
+    assert endpoint["tlsConfig"]["ca"] == {"configMap": {"name": "openshift-service-ca.crt", "key": "service-ca.crt"}}

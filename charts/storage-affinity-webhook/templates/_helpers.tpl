@@ -128,6 +128,9 @@ clientConfig:
 {{- if eq .Values.certificates.mode "certManager" }}
 annotations:
   cert-manager.io/inject-ca-from: {{ printf "%s/%s-tls" .Release.Namespace (include "saw.fullname" .) }}
+{{- else if eq .Values.certificates.mode "serviceCA" }}
+annotations:
+  service.beta.openshift.io/inject-cabundle: "true"
 {{- end }}
 {{- end }}
 
