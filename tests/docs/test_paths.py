@@ -28,7 +28,10 @@ _LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
 
 
 def _tracked() -> tuple[set[str], set[str]]:
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    """The work tree's files that git tracks or would (new files not ignored count: a doc naming a module written
+    but not added yet passes, as it will once committed)."""
+    listed = ["git", "ls-files", "--cached", "--others", "--exclude-standard"]
+    files = subprocess.run(listed, cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     dirs = {"/".join(f.split("/")[:i]) for f in files for i in range(1, f.count("/") + 1)}
     return set(files), dirs
 

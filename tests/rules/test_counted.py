@@ -32,20 +32,12 @@ def test_the_noun_agrees_with_the_count(count: int, noun: str, expected: str) ->
 
 
 def test_every_kind_the_live_audit_lists_has_its_plural() -> None:
-    assert [counted(2, kind) for kind in LIVE_KINDS] == [
-        "2 PersistentVolumes",
-        "2 StorageClasses",
-        "2 Nodes",
-        "2 PersistentVolumeClaims",
-        "2 ConfigMaps",
-        "2 Pods",
-        "2 Deployments",
-        "2 StatefulSets",
-        "2 DaemonSets",
-        "2 ReplicaSets",
-        "2 Jobs",
-        "2 CronJobs",
-    ]
+    """The live audit's progress lines (`listed 2 Pods`) name each kind it lists (derived from
+    webhook/state/kinds.py and the workload kinds) in its plural; those that are not the singular plus an `s` are
+    spelled out."""
+    irregular = {"StorageClass": "StorageClasses"}
+    assert [counted(2, kind) for kind in LIVE_KINDS] == [f"2 {irregular.get(kind, kind + 's')}" for kind in LIVE_KINDS]
+    assert "Pod" in LIVE_KINDS and "CronJob" in LIVE_KINDS  # the list is the live one, not empty
 
 
 @pytest.mark.parametrize(

@@ -108,3 +108,50 @@ def test_the_docs_lists_of_kinds_name_every_kind(passage: Passage) -> None:
         if not any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", listed) for n in _names(e, passage.by))
     ]
     assert not missing, f"{passage.path}: {passage.start!r}… lacks {missing}"
+
+
+#: What docs/operations.md's read-only RBAC table covers: the state kinds' resources and the workloads the audit lists.
+READ_RESOURCES = {entry.plural for entry in STATE_KINDS} | {
+    f"{kind.lower()}s" for kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
+}
+
+
+def _rbac_table() -> list[tuple[set[str], set[str], set[str]]]:
+    """docs/operations.md's RBAC table: (groups, resources, verbs) per row."""
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    start = text.index("| API group | Resource | Scope | Verbs |")
+    rows = []
+    for line in text[start:].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        group, resource, _, verbs = (cell.strip() for cell in line.strip("|").split("|"))
+        groups = {g.strip('"') for g in re.findall(r"`([^`]*)`", group)}
+        resources = set(re.findall(r"`([^`]*)`", resource)) & READ_RESOURCES
+        rows.append((groups, resources, set(re.findall(r"\b(get|list|watch)\b", verbs))))
+    return rows
+
+
+def test_the_rbac_table_of_operations_md_is_the_list_of_calls() -> None:
+    """Each read of the cluster state in tests/data/rbac/server-calls.yaml is a row of the table with exactly its
+    verbs, and the table names nothing the server does not read."""
+    table = _rbac_table()
+    reads = [c for c in calls() if c["resource"] in READ_RESOURCES and set(c["verbs"]) <= {"get", "list", "watch"}]
+    for call in reads:
+        rows = [
+            verbs for groups, resources, verbs in table if call["group"] in groups and call["resource"] in resources
+        ]
+        assert rows, f"docs/operations.md's RBAC table lacks `{call['resource']}` ({call['group'] or 'core'})"
+        assert set(call["verbs"]) in rows, f"`{call['resource']}`: the table says {rows}, the server {call['verbs']}"
+    extra = {r for _, resources, _ in table for r in resources} - {c["resource"] for c in reads}
+    assert not extra, f"the table names resources the server does not read: {extra}"
+
+
+def test_the_cache_not_synced_runbook_names_every_cache_series() -> None:
+    """The `resource` label of storage_affinity_cache_synced is a watched kind's plural (ConfigMaps are two series
+    of their own, policy-configmap and velero-configmap): the runbook lists every core one."""
+    text = " ".join((ROOT / "docs" / "runbooks.md").read_text(encoding="utf-8").split())
+    begin = text.index("(`resource` label:")
+    listed = text[begin : text.index(")", begin)]
+    expected = [e.plural for e in CORE if e.kind != "ConfigMap"] + ["policy-configmap", "velero-configmap"]
+    assert [name for name in expected if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", listed)] == []
+    assert "optional API groups" in listed
