@@ -16,6 +16,7 @@ from typing import Any
 
 import jsonschema
 
+from rules.kube.disclosed import EVERY_LABEL, WELL_KNOWN_NODE_LABELS, policy_label_keys
 from rules.kube.names import dns1123_label_error, dns1123_subdomain_error
 from rules.kube.selectors import Problem, selector_problems, type_name
 from rules.kube.tolerations import toleration_problems
@@ -86,6 +87,9 @@ class Policy:
     trust_namespaces: frozenset[str] | None = None
     trust_requesters: frozenset[str] = frozenset()
     cdi_requesters: frozenset[str] = frozenset()
+    #: Whoever reads the answers may read the Nodes (the `audit` command's operator), so a pod's node constraints
+    #: are judged on every label; never from a policy document: admission and the in-server audit answer tenants.
+    nodes_readable: bool = False
 
     def enforcement_for(self, family: str) -> str:
         return self.family_enforcement.get(family, self.enforcement)
@@ -103,6 +107,15 @@ class Policy:
         """Where the roles that grant (backup, restore) are trusted: `trust.namespaces`, else Velero's namespace.
         Asked by every backup and restore review, so derived once per policy."""
         return self.trust_namespaces if self.trust_namespaces is not None else frozenset({self.velero_namespace})
+
+    @cached_property
+    def disclosed_node_labels(self) -> frozenset[str]:
+        """The node label keys a pod's constraints are judged on where its author reads the answer: the
+        well-known topology labels and those the policy's load affinity names (rules/kube/disclosed.py)."""
+        if self.nodes_readable:
+            return EVERY_LABEL
+        named = policy_label_keys(entry.get("nodeSelector") or {} for entry in self.load_affinity)
+        return WELL_KNOWN_NODE_LABELS | named
 
 
 def format_problem(problem: Problem) -> str:
