@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from webhook.cli.args import EXIT_BAD_INPUT, cluster_files, subcommand
+from webhook.cli.args import EXIT_BAD_INPUT, cluster_files, positive_seconds, subcommand
 
 
 def add_parser(sub: Any) -> None:
@@ -31,6 +31,13 @@ def add_parser(sub: Any) -> None:
         "--kubeconfig",
         type=Path,
         help="kubeconfig for the live API (default: $KUBECONFIG, in-cluster service account, ~/.kube/config)",
+    )
+    aud.add_argument(
+        "--lookup-timeout",
+        type=positive_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="live: seconds each page of a list may take, from its start to its last byte (default %(default)s)",
     )
     scope = aud.add_mutually_exclusive_group()
     scope.add_argument("-n", "--namespace", help="audit this namespace only")
@@ -56,7 +63,10 @@ def run(args: argparse.Namespace) -> int:
         if args.cluster:
             objects, view = audit.objects_from_files(args.cluster)
         else:
-            objects, view = audit.objects_from_api(args.kubeconfig, args.namespace, audit.progress_to(sys.stderr))
+            progress = audit.progress_to(sys.stderr)
+            objects, view = audit.objects_from_api(
+                args.kubeconfig, args.namespace, progress, timeout=args.lookup_timeout
+            )
     except (DocumentError, PolicyError, audit.AuditSourceError) as exc:
         print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -18,8 +18,12 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from rules.safeload import unreadable
-from webhook.cli.args import EXIT_ALLOWED, EXIT_BAD_INPUT, EXIT_DENIED, cluster_files, subcommand
+from webhook.cli.args import EXIT_ALLOWED, EXIT_BAD_INPUT, EXIT_DENIED, cluster_files, positive_seconds, subcommand
+from webhook.files import read_text
 from webhook.settings import default
+
+#: Seconds each request of `--live` may take, from its start to its last byte.
+LOOKUP_TIMEOUT = 10.0
 
 if TYPE_CHECKING:
     from rules.cluster import ClusterView
@@ -64,6 +68,13 @@ def add_parser(sub: Any) -> None:
     )
     rev.add_argument("--kubeconfig", type=Path, help="kubeconfig of the live API (implies --live)")
     rev.add_argument(
+        "--lookup-timeout",
+        type=positive_seconds,
+        default=LOOKUP_TIMEOUT,
+        metavar="SECONDS",
+        help="live: seconds each API request may take, from its start to its last byte (default %(default)s)",
+    )
+    rev.add_argument(
         "--policy-configmap",
         default=default("policy_configmap"),
         metavar="NAME",
@@ -98,13 +109,13 @@ def run(args: argparse.Namespace) -> int:
     view: Any = None
     try:
         source = "<stdin>" if args.file == "-" else args.file
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+        text = sys.stdin.read() if args.file == "-" else read_text(args.file)
         documents = load_documents(text, source)
         if len(documents) != 1:
             raise DocumentError(f"{source}: expected exactly one document, found {len(documents)}")
         request = as_request(documents[0])
         if live:
-            view = _live_view(args.kubeconfig)
+            view = _live_view(args.kubeconfig, args.lookup_timeout)
             policy = load_policy_file(args.policy)[0] if args.policy else _cluster_policy(view, args)
         else:
             policy, _ = load_policy_file(args.policy)
@@ -134,7 +145,7 @@ class _LiveError(Exception):
     """The live API cannot be used for this review; the message says why."""
 
 
-def _live_view(kubeconfig: Path | None) -> ClusterView:
+def _live_view(kubeconfig: Path | None, timeout: float) -> ClusterView:
     """The on-demand view of the API (typed as the rules' view, so mypy holds it to every read they make)."""
     from webhook.state.apisource import ApiConfigError, load_configuration
     from webhook.state.ondemand import OnDemandView
@@ -143,7 +154,7 @@ def _live_view(kubeconfig: Path | None) -> ClusterView:
         configuration, _ = load_configuration(kubeconfig)
     except ApiConfigError as exc:
         raise _LiveError(str(exc)) from None
-    return OnDemandView(configuration)
+    return OnDemandView(configuration, timeout=timeout)
 
 
 def _cluster_policy(view: Any, args: argparse.Namespace) -> Policy:
