@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from rules.kube.disclosed import EVERY_LABEL, WELL_KNOWN_NODE_LABELS, policy_label_keys
+from rules.kube.disclosed import disclosed_keys
 from rules.kube.names import dns1123_label_error, dns1123_subdomain_error
 from rules.kube.selectors import Problem, selector_problems, type_name
 from rules.kube.tolerations import toleration_problems
@@ -87,8 +87,7 @@ class Policy:
     trust_namespaces: frozenset[str] | None = None
     trust_requesters: frozenset[str] = frozenset()
     cdi_requesters: frozenset[str] = frozenset()
-    #: Whoever reads the answers may read the Nodes (the `audit` command's operator), so a pod's node constraints
-    #: are judged on every label; never from a policy document: admission and the in-server audit answer tenants.
+    #: The answers' reader may read the Nodes (the `audit` command's operator); never set by a policy document.
     nodes_readable: bool = False
 
     def enforcement_for(self, family: str) -> str:
@@ -110,12 +109,8 @@ class Policy:
 
     @cached_property
     def disclosed_node_labels(self) -> frozenset[str]:
-        """The node label keys a pod's constraints are judged on where its author reads the answer: the
-        well-known topology labels and those the policy's load affinity names (rules/kube/disclosed.py)."""
-        if self.nodes_readable:
-            return EVERY_LABEL
-        named = policy_label_keys(entry.get("nodeSelector") or {} for entry in self.load_affinity)
-        return WELL_KNOWN_NODE_LABELS | named
+        """The node label keys a pod's constraints are judged on (rules/kube/disclosed.py)."""
+        return disclosed_keys(self.load_affinity, every=self.nodes_readable)
 
 
 def format_problem(problem: Problem) -> str:

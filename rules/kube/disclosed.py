@@ -66,6 +66,14 @@ def policy_label_keys(selectors: Iterable[Mapping[str, Any]]) -> frozenset[str]:
     return frozenset(keys)
 
 
+def disclosed_keys(load_affinity: Iterable[Mapping[str, Any]], *, every: bool = False) -> frozenset[str]:
+    """The keys a policy discloses: the well-known topology labels and those its load affinity entries' node
+    selectors name; `every` label for a reader who may read the Nodes."""
+    if every:
+        return EVERY_LABEL
+    return WELL_KNOWN_NODE_LABELS | policy_label_keys(entry.get("nodeSelector") or {} for entry in load_affinity)
+
+
 def disclosed_selector(selector: Mapping[str, str], keys: frozenset[str]) -> Mapping[str, str]:
     """A nodeSelector without its pairs on undisclosed keys (the same mapping when it has none)."""
     if all(key in keys for key in selector):
