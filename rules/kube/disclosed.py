@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rules import deadline
 from rules.kube.nodeaffinity import REQUIRED_KEY, required_node_affinity, selector_terms, term_parses
 from rules.model import Json
 
@@ -89,8 +90,9 @@ def disclosed_terms(terms: list[Json] | None, keys: frozenset[str]) -> list[Json
         return None
     out: list[Json] | None = None
     for index, term in enumerate(terms):
+        deadline.check()
         expressions = term.get("matchExpressions") or ()
-        if not term_parses(term) or all(expr.get("key") in keys for expr in expressions):
+        if all(expr.get("key") in keys for expr in expressions) or not term_parses(term):  # the cheap test first
             if out is not None:
                 out.append(term)
             continue
