@@ -30,6 +30,7 @@ from rules.coscheduling.anchors import name_of, plan
 from rules.datasource.scope import cdi_trust_problem, filling_worker
 from rules.datasource.vm import vm_disk_problems
 from rules.deadline import PastDeadline
+from rules.kube.disclosed import disclosed_spec
 from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
 from rules.kube.workloads import TEMPLATE_PATHS
 from rules.loadaffinity.nodeagents import FAMILY as NODE_AGENT
@@ -179,7 +180,10 @@ def _audit(
     kind, namespace, name = report.kind, report.namespace, report.name
     if kind == "VirtualMachine":  # its disks against its constraints; admission never sees a VM
         with deadline.running():
-            report.findings = [AuditFinding(VM_DISK, f, m, "deny") for f, m in vm_disk_problems(obj, view)]
+            report.findings = [
+                AuditFinding(VM_DISK, f, m, "deny")
+                for f, m in vm_disk_problems(obj, view, policy.disclosed_node_labels)
+            ]
         return
     subject = Subject(kind=kind, operation="CREATE", namespace=namespace, name=name, obj=dict(obj))
     try:
@@ -324,7 +328,9 @@ def _placement(
             report.findings.append(AuditFinding(DRIFT, "spec", message, "warn"))
     elif (found := _node_or_none(view, node)) is None:
         report.placement = "unknown-node"
-    elif (not node_name or node_name == node) and pod_fits_node(spec, found):
+    elif (not node_name or node_name == node) and pod_fits_node(
+        disclosed_spec(spec, policy.disclosed_node_labels), found
+    ):
         report.placement = "ok"
     else:
         report.placement = "misplaced"

@@ -16,6 +16,7 @@ from typing import Any
 
 import jsonschema
 
+from rules.kube.disclosed import disclosed_keys
 from rules.kube.names import dns1123_label_error, dns1123_subdomain_error
 from rules.kube.selectors import Problem, selector_problems, type_name
 from rules.kube.tolerations import toleration_problems
@@ -86,6 +87,8 @@ class Policy:
     trust_namespaces: frozenset[str] | None = None
     trust_requesters: frozenset[str] = frozenset()
     cdi_requesters: frozenset[str] = frozenset()
+    #: The answers' reader may read the Nodes (the `audit` command's operator); never set by a policy document.
+    nodes_readable: bool = False
 
     def enforcement_for(self, family: str) -> str:
         return self.family_enforcement.get(family, self.enforcement)
@@ -103,6 +106,11 @@ class Policy:
         """Where the roles that grant (backup, restore) are trusted: `trust.namespaces`, else Velero's namespace.
         Asked by every backup and restore review, so derived once per policy."""
         return self.trust_namespaces if self.trust_namespaces is not None else frozenset({self.velero_namespace})
+
+    @cached_property
+    def disclosed_node_labels(self) -> frozenset[str]:
+        """The node label keys a pod's constraints are judged on (rules/kube/disclosed.py)."""
+        return disclosed_keys(self.load_affinity, every=self.nodes_readable)
 
 
 def format_problem(problem: Problem) -> str:

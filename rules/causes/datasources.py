@@ -13,6 +13,7 @@ from rules.datasource.mutation import conflict
 from rules.datasource.scope import cdi_worker
 from rules.datasource.sources import data_source_ref, source_state
 from rules.datasource.vm import vm_spec, vms_to_follow
+from rules.kube.disclosed import disclosed_spec
 from rules.kube.nodeaffinity import pod_fits_node, required_terms
 from rules.quoting import listed
 
@@ -66,7 +67,7 @@ def _vm_apart(stuck: Stuck) -> str | None:
             deadline.check()
             if name_of(vm) not in followed:
                 continue
-            spec = vm_spec(vm)
+            spec = disclosed_spec(vm_spec(vm), stuck.policy.disclosed_node_labels)
             terms = required_terms(spec)
             nodes = stuck.view.node_set()
             fits = functools.partial(nodes.contains, nodes.admitting(terms, selector=spec.get("nodeSelector")))

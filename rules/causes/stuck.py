@@ -16,6 +16,7 @@ from rules.coscheduling.anchors import Hold, claim_hold, name_of, parse_time
 from rules.datasource.scope import cdi_worker
 from rules.datasource.sources import NODE, SourcePlace, source_places
 from rules.kube.conditions import condition
+from rules.kube.disclosed import disclosed_spec
 from rules.kube.nodeaffinity import required_terms
 from rules.kube.tolerations import untolerated_taint
 from rules.kube.volumes import OWNED, SINGLE_POD, ClaimVolume, node_local_terms
@@ -91,9 +92,11 @@ class Stuck:
     policy: Policy
     seconds: float
 
-    @property
-    def spec(self) -> Json:
-        return self.pod.get("spec") or {}
+    @functools.cached_property
+    def spec(self) -> Mapping[str, Any]:
+        """The pod's spec, its node constraints read on the labels its author may know (a cause reaches the
+        namespace's policy report)."""
+        return disclosed_spec(self.pod.get("spec") or {}, self.policy.disclosed_node_labels)
 
     @property
     def node_name(self) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from rules import deadline
 from rules.context import Context, PodTarget
+from rules.kube.disclosed import disclosed_selector, disclosed_spec, disclosed_terms
 from rules.kube.nodeaffinity import (
     REQUIRED,
     node_selector_matches,
@@ -67,8 +68,8 @@ def placement_consistency(ctx: Context, target: PodTarget) -> None:
     if node_name:
         _check_named_node(ctx, target, str(node_name), local_volumes(volumes))
         return
-    terms = required_terms(spec)
-    pinned = pinned_node(terms)
+    pinned = pinned_node(required_terms(spec))
+    terms = disclosed_terms(required_terms(spec), ctx.policy.disclosed_node_labels)
     node = ctx.view.node(pinned) if pinned else None
     if node is not None:
         away = [lv for lv in local_volumes(volumes) if not volume_terms_match(lv.terms, node)]
@@ -81,7 +82,7 @@ def placement_consistency(ctx: Context, target: PodTarget) -> None:
 
 
 def _check_named_node(ctx: Context, target: PodTarget, node_name: str, local: list[LocalVolume]) -> None:
-    spec = target.spec
+    spec = disclosed_spec(target.spec, ctx.policy.disclosed_node_labels)  # what its author may be told
     node = ctx.view.node(node_name)
     if node is None:
         if len(ctx.view.node_set()):
@@ -122,8 +123,8 @@ def _check_satisfiable(
     ctx: Context, target: PodTarget, required: list[Json] | None, volumes: Sequence[ClaimVolume]
 ) -> None:
     """Warn when no known Node passes nodeSelector, required affinity (`required`, its terms) and the PVs' terms
-    together."""
-    selector: Mapping[str, str] = target.spec.get("nodeSelector") or {}
+    together, judged on the labels the pod's author may know (`required` is already read so)."""
+    selector = disclosed_selector(target.spec.get("nodeSelector") or {}, ctx.policy.disclosed_node_labels)
     volume_terms = node_local_terms(volumes)
     if not selector and required is None and not volume_terms:
         return  # nothing constrains the pod: every node fits

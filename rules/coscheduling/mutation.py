@@ -26,6 +26,7 @@ from rules.coscheduling.pinning import (
     unpin_terms,
     write_required,
 )
+from rules.kube.disclosed import disclosed_selector, disclosed_terms
 from rules.kube.nodeaffinity import name_requirement, node_selector_matches, required_terms, terms_match
 from rules.kube.tolerations import merge_tolerations
 from rules.kube.volumes import OWNED
@@ -142,7 +143,10 @@ def _warn_if_excluded(
     obj = ctx.view.node(node)
     if obj is None:
         return
-    # What pod_fits_node asks of a spec, asked of the values directly: no pod spec is built to be read back.
+    # What pod_fits_node asks of a spec, asked of the values directly: no pod spec is built to be read back; on
+    # the labels the pod's author may know (rules/kube/disclosed.py).
+    keys = ctx.policy.disclosed_node_labels
+    node_selector, terms = disclosed_selector(node_selector, keys), disclosed_terms(terms, keys)
     if not node_selector_matches(node_selector, obj) or (terms and not terms_match(terms, obj)):
         ctx.warn(
             f"{target.field('spec')}: own nodeSelector or node affinity excludes node {node}, which holds claim "

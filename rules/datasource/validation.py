@@ -12,6 +12,7 @@ from rules.context import Context, PodTarget
 from rules.datasource.mutation import conflict
 from rules.datasource.scope import in_scope
 from rules.datasource.sources import NODE, source_places
+from rules.kube.disclosed import disclosed_spec
 from rules.kube.nodeaffinity import pod_fits_node
 from rules.kube.workloads import POD_KINDS
 
@@ -40,7 +41,7 @@ def check_data_source(ctx: Context, target: PodTarget) -> None:
         )
         return
     node = ctx.view.node(place.node)
-    if node is not None and not pod_fits_node(spec, node):
+    if node is not None and not pod_fits_node(disclosed_spec(spec, ctx.policy.disclosed_node_labels), node):
         ctx.report(
             target.field("spec"),
             f"nodeSelector or required node affinity excludes node {place.node}, where claim {place.claim} "

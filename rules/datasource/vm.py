@@ -26,6 +26,7 @@ from rules.coscheduling.anchors import name_of
 from rules.coscheduling.pinning import current_terms, write_required
 from rules.datasource.scope import cdi_trust_problem, filling_worker, untrusted_cdi_worker
 from rules.datasource.sources import pv_node
+from rules.kube.disclosed import disclosed_spec
 from rules.kube.nodeaffinity import and_terms, node_selector_matches, required_terms, terms_match
 from rules.kube.tolerations import merge_tolerations
 from rules.kube.volumes import ClaimVolume, claim_pv, waits_for_first_consumer
@@ -155,11 +156,11 @@ def follow_vm(ctx: Context, target: PodTarget) -> None:
 # --- audit -----------------------------------------------------------------------------------------------------
 
 
-def vm_disk_problems(vm: Mapping[str, Any], view: ClusterView) -> list[tuple[str, str]]:
+def vm_disk_problems(vm: Mapping[str, Any], view: ClusterView, keys: frozenset[str]) -> list[tuple[str, str]]:
     """(field, message) for each disk of a VM already bound on a node the VM's constraints exclude: the VM can
     never start there, whoever bound it."""
     namespace = str((vm.get("metadata") or {}).get("namespace") or "")
-    spec, name = vm_spec(vm), name_of(vm)
+    spec, name = disclosed_spec(vm_spec(vm), keys), name_of(vm)  # on what the VM's author may know: `keys`
     selector = spec.get("nodeSelector") or {}
     terms = required_terms(spec)
     if not selector and terms is None:

@@ -82,6 +82,8 @@ class Handler(BaseHTTPRequestHandler):
             hold[0].wait()
             with fake._lock:
                 fake._held -= 1
+        if (hostile := fake._hostile) is not None and hostile[1](req):
+            return hostile[0](self, req)
         if fake._failure is not None and fake._failure[1](req):
             status = fake._failure[0]
             return self._json(status, failure(status, "InternalError", f"injected failure {status}"))

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from rules.model import Json
 from testkit.fakeapi.handler import Handler, Server
@@ -43,6 +44,8 @@ class FakeKubeAPI:
         self._failure: tuple[int, Callable[[Request], bool]] | None = None
         self._delay: tuple[float, Callable[[Request], bool]] | None = None
         self._hold: tuple[threading.Event, Callable[[Request], bool]] | None = None
+        #: an answer of testkit/fakeapi/hostile.py given instead of the real one, and to which requests
+        self._hostile: tuple[Callable[[Any, Request], None], Callable[[Request], bool]] | None = None
         self._held = 0
         self._silent = False
         self._server: ThreadingHTTPServer | None = None
@@ -190,6 +193,18 @@ class FakeKubeAPI:
     def delay(self, seconds: float | None, when: Callable[[Request], bool] = lambda r: True) -> None:
         """Hold matching requests for `seconds` before answering, until `delay(None)`."""
         self._delay = None if seconds is None else (seconds, when)
+
+    @contextlib.contextmanager
+    def hostile(
+        self, answer: Callable[[Any, Request], None], when: Callable[[Request], bool] = lambda r: True
+    ) -> Iterator[None]:
+        """Matching requests get `answer` (testkit/fakeapi/hostile.py: endless pages, a trickle, a flood) while
+        the block runs."""
+        self._hostile = (answer, when)
+        try:
+            yield
+        finally:
+            self._hostile = None
 
     @contextlib.contextmanager
     def holding(self, when: Callable[[Request], bool] = lambda r: True) -> Iterator[None]:

@@ -5,6 +5,7 @@ holds it (the in-server audit), which must keep every field a cause reads."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import datetime
 from typing import Any
 
@@ -54,9 +55,12 @@ def cluster_of(cases: list[dict[str, Any]]) -> list[Json]:
 
 
 def audited(case: dict[str, Any], *, indexed: bool) -> ObjectAudit:
+    """The audit as the operator reads it (`audit`, who may read the Nodes: every label counts); what a tenant reads
+    of the same causes is tests/rules/test_disclosure.py's and tests/fuzz/test_label_oracle.py's."""
     state = copy.deepcopy([*TABLE["base"], *case.get("state", ()), case["stuck"]])
     pod = trim(case["stuck"]) if indexed else copy.deepcopy(case["stuck"])
-    (report,) = audit_objects([pod], view_from(*state), policy(case.get("policy")), now=NOW)
+    reader = dataclasses.replace(policy(case.get("policy")), nodes_readable=True)
+    (report,) = audit_objects([pod], view_from(*state), reader, now=NOW)
     return report
 
 

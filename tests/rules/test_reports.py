@@ -8,6 +8,7 @@ list of ObjectReferences, `timestamp` with `seconds` and `nanos`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from datetime import datetime
@@ -120,9 +121,8 @@ def test_a_stuck_pod_is_reported_with_its_cause_and_remedy(code: str) -> None:
     result that carries the cause code and the remedy."""
     case = next(c for c in CAUSES_TABLE["cases"] if c["cause"] == code)
     state = [*CAUSES_TABLE["base"], *case.get("state", ()), case["stuck"]]
-    audits = audit_objects(
-        [case["stuck"]], view_from(*state), policy(), now=datetime.fromisoformat(CAUSES_TABLE["now"])
-    )
+    reader = dataclasses.replace(policy(), nodes_readable=True)  # each cause as the `audit` command finds it
+    audits = audit_objects([case["stuck"]], view_from(*state), reader, now=datetime.fromisoformat(CAUSES_TABLE["now"]))
     namespace = case["stuck"]["metadata"]["namespace"]
     report = build_reports(audits, WGPOLICY, now=1)[(namespace, REPORT_NAME)]
     check_shape(report, WGPOLICY)

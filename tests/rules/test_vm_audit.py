@@ -5,6 +5,7 @@ table in tests/data/vmaudit, over the CDI/KubeVirt objects of tests/data/datasou
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -70,6 +71,7 @@ def cluster(pv_node: str) -> list[Json]:
 def test_vm_disk_audit(case: dict[str, Any]) -> None:
     assert case["source"]
     objects = cluster(case["pv_node"]) + copy.deepcopy(case.get("state", []))
-    reports = audit_objects(objects, view_from(*objects), default_policy())
+    reader = dataclasses.replace(default_policy(), nodes_readable=True)  # the `audit` command's: every label counts
+    reports = audit_objects(objects, view_from(*objects), reader)
     (vm,) = [r for r in reports if r.kind == "VirtualMachine"]
     assert [f.as_json() for f in vm.findings] == case["findings"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -107,10 +108,11 @@ def test_rules_that_need_the_cluster_are_skipped_for_templates() -> None:
     cluster = view_from({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a", "labels": {}}})
     pod = {"apiVersion": "v1", "kind": "Pod", **copy.deepcopy(case["template"])}
     pod["metadata"] = {**pod["metadata"], "name": "app-0", "namespace": "velero"}  # where a backup is trusted
-    as_pod = pipeline.validate(subject(pod), cluster, policy())
+    reader = dataclasses.replace(policy(), nodes_readable=True)  # the `audit` command's: every label counts
+    as_pod = pipeline.validate(subject(pod), cluster, reader)
     assert {f.family for f in as_pod.findings} == {"placement", "loadAffinity"}, as_pod.findings
     obj, _ = objects(case, "Deployment")
-    assert pipeline.validate(subject(obj), cluster, policy()).findings == []
+    assert pipeline.validate(subject(obj), cluster, reader).findings == []
 
 
 def test_no_template_at_all_is_no_finding() -> None:

@@ -6,6 +6,7 @@ sorted table for people or as JSON/YAML for tools. Exit codes: 0 clean, 1 findin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -41,6 +42,8 @@ STATE_KINDS_LISTED = tuple(
 LIVE_KINDS = (*STATE_KINDS_LISTED, *WORKLOAD_KINDS)
 #: The page size of the state's lists (a workload list's is webhook/audit/workloads.py's).
 STATE_PAGE_SIZE = 500
+#: Pages of one list: a million objects in the state's pages, 200,000 workloads in the smallest pages of theirs.
+MAX_PAGES = 2000
 
 
 class AuditSourceError(Exception):
@@ -87,7 +90,9 @@ def run_audit(
     """Audit the objects of `namespace` (None: every namespace; cluster-scoped objects are never audited), as of
     `now` (default: the current time), which tells how long a pod has been stuck."""
     chosen = [o for o in objects if namespace is None or (o.get("metadata") or {}).get("namespace") == namespace]
-    reports = audit_objects(chosen, view, policy, now=now or datetime.now(UTC))
+    # its reader is the operator, who reads the Nodes: the pods' constraints are judged on every label
+    reader = dataclasses.replace(policy, nodes_readable=True)
+    reports = audit_objects(chosen, view, reader, now=now or datetime.now(UTC))
     return AuditRun(reports, policy_source)
 
 
@@ -105,7 +110,9 @@ def objects_from_files(paths: Iterable[Path]) -> tuple[list[Json], ClusterIndex]
     return list(latest.values()), state
 
 
-def policy_from_api(kubeconfig: Path | None, namespace: str, name: str) -> tuple[Policy, str]:
+def policy_from_api(
+    kubeconfig: Path | None, namespace: str, name: str, *, timeout: float = PAGE_TIMEOUT
+) -> tuple[Policy, str]:
     """The policy the server in `namespace` uses (webhook/policy/cluster.py), so that the live audit judges as
     the server does: a cluster's `trust.namespaces` or load affinity read from the embedded default instead would
     give false findings."""
@@ -117,7 +124,7 @@ def policy_from_api(kubeconfig: Path | None, namespace: str, name: str) -> tuple
         configuration, _ = load_configuration(kubeconfig)
     except ApiConfigError as exc:
         raise AuditSourceError(str(exc)) from None
-    view = OnDemandView(configuration)
+    view = OnDemandView(configuration, timeout=timeout)
     try:
         return cluster_policy(view, namespace, name)
     finally:
@@ -125,13 +132,15 @@ def policy_from_api(kubeconfig: Path | None, namespace: str, name: str) -> tuple
 
 
 def objects_from_api(
-    kubeconfig: Path | None, namespace: str | None, progress: Callable[[str], None]
+    kubeconfig: Path | None, namespace: str | None, progress: Callable[[str], None], *, timeout: float = PAGE_TIMEOUT
 ) -> tuple[list[Json], ClusterIndex]:
     """Every object the rules read, listed page by page from the API; the audited pods and ConfigMaps are kept
-    whole, the workloads trimmed to what their audit reads."""
+    whole, the workloads trimmed to what their audit reads. Each page must come whole within `timeout` seconds
+    and the bytes and pages of webhook/state/bounded.py, or the audit ends naming the list."""
     from kubernetes import client  # the client only where the API is used: `audit --cluster` works without it
 
     from webhook.state.apisource import ApiConfigError, load_configuration
+    from webhook.state.bounded import RequestLimits, RequestRefused
     from webhook.state.watch import list_pages
 
     try:
@@ -149,6 +158,8 @@ def objects_from_api(
     index = ClusterIndex()
     audited: list[Json] = []
     started = time.monotonic()
+    limits = RequestLimits(timeout, max_pages=MAX_PAGES)
+    what = "list"
     try:
         with bulk_ingest():
             for kind in LIVE_KINDS:
@@ -156,7 +167,8 @@ def objects_from_api(
                 count = 0
                 workload = kind in WORKLOAD_KINDS
                 size = page_sizes() if workload else STATE_PAGE_SIZE
-                for obj in list_pages(call, *args, page_size=size, timeout=PAGE_TIMEOUT):
+                what = f"list {plural(kind)}"
+                for obj in list_pages(call, *args, page_size=size, timeout=timeout, limits=limits):
                     if workload:
                         audited.append(trim_workload(obj, kind))
                     else:
@@ -169,7 +181,11 @@ def objects_from_api(
                         progress(f"listing {plural(kind)}: {count}…")
                 if time.monotonic() - started > 1.0:
                     progress(f"listed {counted(count, kind)}")
-            audited.extend(_optional_objects(api, namespace, index))
+            audited.extend(_optional_objects(api, namespace, index, limits))
+    except RequestRefused as exc:
+        raise AuditSourceError(f"{what}: {exc} (the Kubernetes API at {configuration.host})") from None
+    except AuditSourceError:
+        raise
     except client.ApiException as exc:
         raise AuditSourceError(f"the Kubernetes API refused a list: {exc.status} {exc.reason}") from None
     except Exception as exc:  # urllib3's connection errors have no common base worth importing here
@@ -179,7 +195,7 @@ def objects_from_api(
     return audited, index
 
 
-def _optional_objects(api: Any, namespace: str | None, index: ClusterIndex) -> list[Json]:
+def _optional_objects(api: Any, namespace: str | None, index: ClusterIndex, limits: Any) -> list[Json]:
     """The objects of every optional group the server follows (webhook/state/optional.py: VolumeSnapshots and
     their contents, KubeVirt VirtualMachines, CDI DataVolumes), put into the index; none of a group the cluster
     does not serve (not an error). The VMs among them are audited against the nodes their disks are bound on."""
@@ -189,16 +205,19 @@ def _optional_objects(api: Any, namespace: str | None, index: ClusterIndex) -> l
     for group in OPTIONAL_GROUPS:
         for resources, kind in group.resources:
             scope = None if kind in group.cluster_scoped else namespace  # listed everywhere: kinds.py says why
-            found.extend(_custom_objects(api, scope, index, (group.group, group.version, resources), kind))
+            found.extend(
+                _custom_objects(api, scope, index, (group.group, group.version, resources), kind, limits=limits)
+            )
     return found
 
 
 def _custom_objects(
-    api: Any, namespace: str | None, index: ClusterIndex, resource: tuple[str, str, str], kind: str
+    api: Any, namespace: str | None, index: ClusterIndex, resource: tuple[str, str, str], kind: str, *, limits: Any
 ) -> list[Json]:
     """Every object of a CRD's resource, put into the index; none when its group is not served."""
     from kubernetes import client
 
+    from webhook.state.bounded import RequestRefused
     from webhook.state.watch import list_pages
 
     custom = client.CustomObjectsApi(api)
@@ -209,7 +228,9 @@ def _custom_objects(
         else (custom.list_namespaced_custom_object, (group, version, namespace, plural))
     )
     try:
-        objects = list(list_pages(call, *args, page_size=STATE_PAGE_SIZE, timeout=PAGE_TIMEOUT))
+        objects = list(list_pages(call, *args, page_size=STATE_PAGE_SIZE, timeout=limits.timeout, limits=limits))
+    except RequestRefused as exc:
+        raise AuditSourceError(f"list {plural}: {exc} (the Kubernetes API at {api.configuration.host})") from None
     except client.ApiException as exc:
         if exc.status == 404:
             return []

@@ -38,3 +38,14 @@ def cluster_files(parser: argparse.ArgumentParser, what: str) -> None:
         metavar="MANIFEST",
         help=f"{what}; every file up to the next option belongs to it, and it may repeat",
     )
+
+
+def positive_seconds(text: str) -> float:
+    """A timeout given on the command line: a finite number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above zero: {text!r}")
+    return value

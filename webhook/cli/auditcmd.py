@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from webhook.cli.args import EXIT_BAD_INPUT, cluster_files, subcommand
+from webhook.cli.args import EXIT_BAD_INPUT, cluster_files, positive_seconds, subcommand
 from webhook.settings import default
 
 
@@ -33,6 +33,13 @@ def add_parser(sub: Any) -> None:
         "--kubeconfig",
         type=Path,
         help="kubeconfig for the live API (default: $KUBECONFIG, in-cluster service account, ~/.kube/config)",
+    )
+    aud.add_argument(
+        "--lookup-timeout",
+        type=positive_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="live: seconds each page of a list may take, from its start to its last byte (default %(default)s)",
     )
     scope = aud.add_mutually_exclusive_group()
     scope.add_argument("-n", "--namespace", help="audit this namespace only")
@@ -82,9 +89,14 @@ def run(args: argparse.Namespace) -> int:
         if args.cluster:
             objects, view = audit.objects_from_files(args.cluster)
         else:
-            objects, view = audit.objects_from_api(args.kubeconfig, args.namespace, audit.progress_to(sys.stderr))
+            progress = audit.progress_to(sys.stderr)
+            objects, view = audit.objects_from_api(
+                args.kubeconfig, args.namespace, progress, timeout=args.lookup_timeout
+            )
         if from_cluster:
-            policy, source = audit.policy_from_api(args.kubeconfig, args.policy_namespace, args.policy_configmap)
+            policy, source = audit.policy_from_api(
+                args.kubeconfig, args.policy_namespace, args.policy_configmap, timeout=args.lookup_timeout
+            )
         else:
             policy, source = load_policy_file(args.policy)
     except (DocumentError, PolicyError, audit.AuditSourceError, ClusterPolicyUnreadable) as exc:

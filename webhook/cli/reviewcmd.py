@@ -15,8 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rules.safeload import unreadable
-from webhook.cli.args import EXIT_ALLOWED, EXIT_BAD_INPUT, EXIT_DENIED, cluster_files, subcommand
+from webhook.cli.args import EXIT_ALLOWED, EXIT_BAD_INPUT, EXIT_DENIED, cluster_files, positive_seconds, subcommand
+from webhook.files import read_text
 from webhook.settings import default
+
+#: Seconds each request of `--live` may take, from its start to its last byte.
+LOOKUP_TIMEOUT = 10.0
 
 if TYPE_CHECKING:
     from rules.cluster import ClusterView
@@ -65,6 +69,13 @@ def add_parser(sub: Any) -> None:
     )
     rev.add_argument("--kubeconfig", type=Path, help="kubeconfig of the live API (implies --live)")
     rev.add_argument(
+        "--lookup-timeout",
+        type=positive_seconds,
+        default=LOOKUP_TIMEOUT,
+        metavar="SECONDS",
+        help="live: seconds each API request may take, from its start to its last byte (default %(default)s)",
+    )
+    rev.add_argument(
         "--policy-configmap",
         default=default("policy_configmap"),
         metavar="NAME",
@@ -105,13 +116,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         documents: list[tuple[str, Any]] = []
         for source in args.file:
-            text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+            text = sys.stdin.read() if source == "-" else read_text(source)
             shown = "<stdin>" if source == "-" else source
             documents += _objects(shown, load_documents(text, shown))
         if not documents:
             raise DocumentError(f"{', '.join(args.file)}: no object to review")
         if live:
-            view = _live_view(args.kubeconfig)
+            view = _live_view(args.kubeconfig, args.lookup_timeout)
             policy, policy_source = load_policy_file(args.policy) if args.policy else _cluster_policy(view, args)
         else:
             policy, policy_source = load_policy_file(args.policy)
@@ -168,7 +179,7 @@ class _LiveError(Exception):
     """The live API cannot be used for this review; the message says why."""
 
 
-def _live_view(kubeconfig: Path | None) -> ClusterView:
+def _live_view(kubeconfig: Path | None, timeout: float) -> ClusterView:
     """The on-demand view of the API (typed as the rules' view, so mypy holds it to every read they make)."""
     from webhook.state.apisource import ApiConfigError, load_configuration
     from webhook.state.ondemand import OnDemandView
@@ -177,7 +188,7 @@ def _live_view(kubeconfig: Path | None) -> ClusterView:
         configuration, _ = load_configuration(kubeconfig)
     except ApiConfigError as exc:
         raise _LiveError(str(exc)) from None
-    return OnDemandView(configuration)
+    return OnDemandView(configuration, timeout=timeout)
 
 
 def _cluster_policy(view: Any, args: argparse.Namespace) -> tuple[Policy, str]:

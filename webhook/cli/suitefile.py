@@ -2,7 +2,9 @@
 
 A suite that is bad in any way (an unknown or missing key, a file that cannot be read, two cases of one name, an
 object `review` does not check, both or neither of `object` and `resource`) is not run: every problem is listed,
-each with its file and key, and the other suites still run. Paths in a suite are relative to the suite file.
+each with its file and key, and the other suites still run. Paths in a suite are relative to the suite file, and
+must lead under `test --root` (default: the working directory, as CI's checkout) to a regular file of bounded size
+(webhook/files.py): a suite may come from a pull request.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from webhook.app.codec import AdmissionRequest, ReviewError
 from webhook.cli.expect import expect_problems
 from webhook.cli.review import as_request
 from webhook.cli.suites import SUITE_FILE
+from webhook.files import read_text
 from webhook.policy.file import load_policy_file
 from webhook.state.index import ClusterIndex
 from webhook.state.static import load_static_state
@@ -42,6 +45,7 @@ class Suite:
     """One suite file: what its cases run against, or the problems that keep it from running."""
 
     path: Path
+    root: Path = Path()
     policy: Policy | None = None
     view: ClusterIndex | None = None
     cases: list[Case] = field(default_factory=list)
@@ -70,11 +74,12 @@ def find_suites(paths: Iterable[str]) -> tuple[list[Path], list[str]]:
     return list(dict.fromkeys(found)), problems
 
 
-def load_suite(path: Path, policy_file: Path | None = None) -> Suite:
-    """Read a suite; `policy_file` replaces the suite's own policy (trying a changed policy on every suite)."""
-    suite = Suite(path)
+def load_suite(path: Path, policy_file: Path | None = None, *, root: Path | None = None) -> Suite:
+    """Read a suite; `policy_file` replaces the suite's own policy (trying a changed policy on every suite); the
+    files it names are read under `root` (default: the working directory)."""
+    suite = Suite(path, root=root if root is not None else Path.cwd())
     try:
-        documents = load_documents(path.read_text(encoding="utf-8"), str(path))
+        documents = load_documents(read_text(path), str(path))
     except (OSError, UnicodeDecodeError) as exc:
         suite.problems.append(unreadable(str(path), exc))
         return suite
@@ -108,7 +113,7 @@ def _load_policy(suite: Suite, name: Any, override: Path | None) -> None:
         return
     chosen = override if override is not None else (_relative(suite, name) if name else None)
     try:
-        suite.policy, _ = load_policy_file(chosen)
+        suite.policy, _ = load_policy_file(chosen, root=None if override is not None else suite.root)
     except PolicyError as exc:
         suite.problem("policy", str(exc))
 
@@ -119,7 +124,7 @@ def _load_cluster(suite: Suite, names: Any) -> None:
         suite.problem("cluster", "must be a list of manifest files")
         return
     try:
-        suite.view = load_static_state(_relative(suite, n) for n in names)
+        suite.view = load_static_state((_relative(suite, n) for n in names), root=suite.root)
     except DocumentError as exc:
         suite.problem("cluster", str(exc))
 
@@ -164,7 +169,7 @@ def _case_object(suite: Suite, key: str, case: Mapping[str, Any]) -> tuple[str, 
         return None
     path = _relative(suite, name)
     try:
-        documents = load_documents(path.read_text(encoding="utf-8"), str(path))
+        documents = load_documents(read_text(path, root=suite.root), str(path))
     except (OSError, UnicodeDecodeError) as exc:
         suite.problem(f"{key}.object", unreadable(str(path), exc))
         return None

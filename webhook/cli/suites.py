@@ -49,6 +49,13 @@ def add_parser(sub: Any) -> None:
         "before it rolls out",
     )
     test.add_argument(
+        "--root",
+        type=Path,
+        metavar="DIR",
+        help="the directory every file a suite names must lead to, symlinks followed (default: the working "
+        "directory, as CI's checkout)",
+    )
+    test.add_argument(
         "-o",
         "--output",
         choices=["text", "json", "junit"],
@@ -92,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     paths, problems = find_suites(args.paths)
     results: list[CaseResult] = []
     for path in paths:
-        suite = load_suite(path, args.policy)
+        suite = load_suite(path, args.policy, root=args.root)
         for case in suite.cases:
             if args.case is None or args.case.search(case.name):
                 try:

@@ -7,9 +7,12 @@ pods of every namespace), the Velero node-agent pods by their label, the Virtual
 when a snapshot names its source by CSI handle. Each answer lands in a ClusterIndex, trimmed exactly as the server's
 watch trims it, and the rules read that: the same objects give the same answer as the server.
 
-Every list is paged and bounded (`max_pages`), so a review costs a bounded number of calls whatever the cluster's
-size. A failed call raises `LookupFailed` as the server's lookups do, and is kept in `failures`: the command says the
-API failed rather than print the fail-open answer a server would give.
+Every list is paged and bounded (`max_pages`, counted as pages, not objects: a server may send empty pages with a
+`continue` token for ever), so a review costs a bounded number of calls whatever the cluster's size, and every
+request is bounded in time from its start to its last byte (`timeout`) and in bytes (webhook/state/bounded.py), so
+a server that trickles or floods its answers ends the review too. A failed call raises `LookupFailed` as the
+server's lookups do, and is kept in `failures`: the command says the API failed, naming the call, rather than print
+the fail-open answer a server would give.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from rules.loadaffinity.agents import NODE_AGENT_LABEL, NodeAgents
 from rules.loadaffinity.velero import config_problems
 from rules.model import Json
 from webhook.state.apierrors import describe
+from webhook.state.bounded import RequestLimits, RequestRefused, bounded_request
 from webhook.state.index import ClusterIndex
 from webhook.state.kinds import STATE_KINDS
 from webhook.state.watch import list_pages
@@ -47,6 +51,8 @@ class OnDemandView:
         self.storage = client.StorageV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
         self.timeout, self.page_size, self.max_pages = timeout, page_size, max_pages
+        # one page more than the objects' bound: the one that shows there are more
+        self.limits = RequestLimits(timeout, max_pages=max_pages + 1)
         self.index = ClusterIndex()
         self.failures: list[str] = []
         self._done: set[tuple[str, ...]] = set()
@@ -62,6 +68,8 @@ class OnDemandView:
             if exc.status == 404:
                 return None
             raise LookupFailed(f"GET ConfigMap {namespace}/{name}: {describe(exc)}") from None
+        except RequestRefused as exc:
+            raise LookupFailed(f"GET ConfigMap {namespace}/{name}: {exc}") from None
         except Exception as exc:
             raise LookupFailed(f"GET ConfigMap {namespace}/{name}: {describe(exc)}") from None
 
@@ -79,6 +87,8 @@ class OnDemandView:
             objects = []
         except LookupFailed as exc:
             self._fail(str(exc))
+        except RequestRefused as exc:
+            self._fail(f"{what}: {exc}")
         except Exception as exc:  # a timeout, a refused connection, a garbled answer
             self._fail(f"{what}: {describe(exc)}")
         self._done.add(key)
@@ -91,14 +101,16 @@ class OnDemandView:
 
     def _get(self, call: Callable[..., Any], *args: str) -> list[Json]:
         with deadline.paused():  # the review's deadline is for its rules, not for the API server
-            data = call(*args, _preload_content=False, _request_timeout=self.timeout).data
+            data = bounded_request(call, *args, limits=self.limits)
         return [json.loads(data)]
 
     def _list(self, what: str, call: Callable[..., Any], *args: str, label_selector: str = "") -> list[Json]:
-        """Every page of a list, up to `max_pages`: more is LookupFailed (the review's cost stays bounded)."""
+        """Every page of a list, up to `max_pages` pages and their objects: more is LookupFailed (the review's cost
+        stays bounded)."""
         out: list[Json] = []
         selectors: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
-        for obj in list_pages(call, *args, page_size=self.page_size, timeout=self.timeout, **selectors):
+        pages = list_pages(call, *args, page_size=self.page_size, timeout=self.timeout, limits=self.limits, **selectors)
+        for obj in pages:
             if len(out) >= self.page_size * self.max_pages:
                 raise LookupFailed(f"{what}: more than {len(out)} objects, more than one review reads")
             out.append(obj)

@@ -11,6 +11,7 @@ from rules.kube.shapes import object_problems
 from rules.model import Json
 from rules.safeload import DocumentError, iter_objects, load_documents, unreadable
 from webhook import metrics
+from webhook.files import read_text
 from webhook.state.index import KINDS, ClusterIndex, bulk_ingest
 from webhook.state.kinds import BY_KIND
 
@@ -18,12 +19,12 @@ from webhook.state.kinds import BY_KIND
 AGE_EVERY = 5.0
 
 
-def load_static_state(paths: Iterable[str | Path]) -> ClusterIndex:
+def load_static_state(paths: Iterable[str | Path], *, root: Path | None = None) -> ClusterIndex:
     """An index of every object in the files of a kind webhook/state/kinds.py lists (other kinds ignored)."""
-    return state_of(read_manifests(paths))
+    return state_of(read_manifests(paths, root=root))
 
 
-def read_manifests(paths: Iterable[str | Path]) -> list[tuple[str, Json]]:
+def read_manifests(paths: Iterable[str | Path], *, root: Path | None = None) -> list[tuple[str, Json]]:
     """Every object of the files, with the file it came from. Read as a list is ingested (`bulk_ingest`): the
     parsers allocate millions of long-lived objects, and the collector's full passes over them cost four times
     the parse of a 31 MB dump."""
@@ -32,7 +33,7 @@ def read_manifests(paths: Iterable[str | Path]) -> list[tuple[str, Json]]:
         for path in paths:
             source = str(path)
             try:
-                text = Path(path).read_text(encoding="utf-8")
+                text = read_text(path, root=root)  # a regular file of bounded size (under `root`)
             except (OSError, UnicodeDecodeError) as exc:
                 raise DocumentError(unreadable(source, exc)) from None
             manifests.extend((source, obj) for obj in iter_objects(load_documents(text, source), source))

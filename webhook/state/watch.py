@@ -24,6 +24,7 @@ from rules import deadline
 from rules.model import Json
 from webhook import metrics
 from webhook.state.apierrors import describe
+from webhook.state.bounded import RequestLimits, RequestRefused, bounded_request
 from webhook.state.index import ClusterIndex, bulk_ingest
 
 log = logging.getLogger(__name__)
@@ -126,23 +127,35 @@ def list_pages(
     page_size: int | PageSizes,
     timeout: Any,
     listed: Listed | None = None,
+    limits: RequestLimits | None = None,
     **kwargs: Any,
 ) -> Iterator[Json]:
     """The objects of a paged list as plain JSON (not the client's model classes), page by page, so a big list is
     never held whole; `listed` receives the count and the list's resourceVersion once it is consumed. `timeout` is
     each page's request timeout, or a function asked for it before each page (it may raise to stop the list);
-    `page_size` a number of objects, or `PageSizes` that follow the bytes of each page."""
+    `page_size` a number of objects, or `PageSizes` that follow the bytes of each page. With `limits` (the command
+    line's), each page is a `bounded_request` and the pages are counted: past `limits.max_pages`, RequestRefused."""
     token: str | None = None
+    pages = empty = 0
     while True:
         page_timeout = timeout() if callable(timeout) else timeout
         limit = page_size.limit if isinstance(page_size, PageSizes) else page_size
+        pages += 1
+        if limits is not None and limits.max_pages is not None and pages > limits.max_pages:
+            raise RequestRefused(f"more than {limits.max_pages} pages, more than was asked for")
         with deadline.paused():  # a review's or an audited object's wait on the API is not charged to it
-            response = call(
-                *args, limit=limit, _continue=token, _preload_content=False, _request_timeout=page_timeout, **kwargs
-            )
-            data = response.data
+            if limits is not None:
+                data = bounded_request(call, *args, limits=limits, limit=limit, _continue=token, **kwargs)
+            else:
+                response = call(
+                    *args, limit=limit, _continue=token, _preload_content=False, _request_timeout=page_timeout, **kwargs
+                )
+                data = response.data
         page = json.loads(data)
         items = page.get("items") or ()
+        empty = 0 if items else empty + 1
+        if limits is not None and empty > limits.max_empty_pages:
+            raise RequestRefused(f"{empty} empty pages in a row, each asking for another")
         if isinstance(page_size, PageSizes):
             page_size.saw(len(data), len(items))
         if listed is not None:
