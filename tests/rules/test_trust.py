@@ -59,7 +59,8 @@ def cases() -> list[Any]:
     for claim in TABLE["claims"]:
         for kind in KINDS:
             for place_name, place in TABLE["places"].items():
-                trusted = place_name in claim["trusted_at"] and not (kind != "Pod" and claim.get("pods_only"))
+                pods_only = claim.get("pods_only") or place.get("pods_only")
+                trusted = place_name in claim["trusted_at"] and not (kind != "Pod" and pods_only)
                 out.append(pytest.param(claim, kind, place, trusted, id=f"{claim['name']}:{kind}:{place_name}"))
     return out
 
@@ -68,8 +69,16 @@ def expected_message(claim: Json, kind: str, place: Json) -> str:
     user = place.get("user")
     cdi = "why" in claim  # a CDI claim: a template is never CDI's worker
     why = TEMPLATE_REASON if cdi and kind != "Pod" else str(claim.get("why", "")).format(user=user)
+    if not cdi and kind != "Pod" and place.get("pods_only"):
+        return str(TABLE["workload_warning"]).format(role=claim["warning"].split()[1], reason=_reason(claim), kind=kind)
     who = f" for requester {user}" if user else ""
     return str(claim["warning"]).format(who=who, cdi_why=why)
+
+
+def _reason(claim: Json) -> str:
+    """The role's reason as the claim's warning quotes it: what stands between its first parentheses."""
+    warning = str(claim["warning"])
+    return warning[warning.index("(") + 1 : warning.index(")")]
 
 
 @pytest.mark.parametrize(("claim", "kind", "place", "trusted"), cases())
