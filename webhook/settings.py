@@ -13,6 +13,7 @@ class Settings:
     cert: Path
     key: Path
     client_ca: Path | None = None  # reviews only for TLS clients with a certificate this CA signed (clientauth.py)
+    client_names: tuple[str, ...] = ()  # and naming one of these (CN or DNS SAN): kube-apiserver's identity
     bind: str = "127.0.0.1:8443"
     workers: int = 1
     policy_file: Path | None = None
