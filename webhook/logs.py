@@ -6,7 +6,7 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 
 from rules.quoting import escaped
 
@@ -68,3 +68,24 @@ class Throttle:
                 return None
             self._kinds[kind] = (0, now + self.every)
             return unlogged
+
+
+class ThrottledLines(logging.Filter):
+    """A logger's lines that any client can cause, known by how they start (`kinds`: start -> kind): each kind
+    passes at most once a minute (`Throttle`), saying how many lines it stands for; every other line passes."""
+
+    def __init__(self, kinds: Mapping[str, str], throttle: Throttle | None = None) -> None:
+        super().__init__()
+        self.kinds = dict(kinds)
+        self.throttle = throttle or Throttle()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        kind = next((kind for start, kind in self.kinds.items() if message.startswith(start)), None)
+        if kind is None:
+            return True
+        count = self.throttle.due(kind)
+        if count is None:
+            return False
+        record.msg, record.args = f"{message} ({count} like it; at most one line a minute)", None
+        return True

@@ -167,7 +167,11 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     # Only the API server asks: its client CA, and the NetworkPolicy (the Kubernetes schema checks it).
     "client-ca": {"clientCA": {"configMap": "apiserver-client-ca", "names": ["kube-apiserver"]}},
     "client-ca-secret": {
-        "clientCA": {"secret": "apiserver-client-ca", "key": "tls-ca.pem", "names": ["kube-apiserver", "apiserver.internal"]}
+        "clientCA": {
+            "secret": "apiserver-client-ca",
+            "key": "tls-ca.pem",
+            "names": ["kube-apiserver", "apiserver.internal"],
+        }
     },
     "network-policy": {
         "networkPolicy": {

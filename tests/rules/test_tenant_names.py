@@ -57,7 +57,11 @@ def foreign() -> list[Json]:
                 "nodeAffinity": {
                     "required": {
                         "nodeSelectorTerms": [
-                            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}
+                            {
+                                "matchExpressions": [
+                                    {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}
+                                ]
+                            }
                         ]
                     }
                 },
@@ -82,7 +86,11 @@ def claim(name: str, phase: str | None, volume_name: str | None, source: str | N
         spec["volumeName"] = volume_name
     if source:
         spec["dataSource"] = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": source}
-    out: Json = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": NAMESPACE}}
+    out: Json = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+    }
     out["spec"] = spec
     if phase:
         out["status"] = {"phase": phase}

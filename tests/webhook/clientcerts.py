@@ -55,9 +55,7 @@ def leaf(
 ) -> CertKeyPair:
     """A certificate `issuer` signs: `usages` its extended key usages (None: no such extension), `dns` its DNS
     subject alternative names, `ca` whether it claims to be a CA."""
-    builder = _builder(common_name, issuer).add_extension(
-        x509.BasicConstraints(ca=ca, path_length=None), critical=True
-    )
+    builder = _builder(common_name, issuer).add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
     if usages is not None:
         builder = builder.add_extension(x509.ExtendedKeyUsage(list(usages)), critical=False)
     if dns:

@@ -114,7 +114,9 @@ def test_a_client_ca_needs_a_client_name_before_serving(
     """A CA alone would let every certificate it signs ask: with a CA that signs for tenants too, any tenant."""
     ca = tmp_path / "ca.crt"
     ca.write_bytes(issue_ca().cert_pem())
-    assert main(["serve", "--cert", CLUSTER, "--key", CLUSTER, "--cluster", CLUSTER, "--client-ca", str(ca), *names]) == 2
+    assert (
+        main(["serve", "--cert", CLUSTER, "--key", CLUSTER, "--cluster", CLUSTER, "--client-ca", str(ca), *names]) == 2
+    )
     assert capsys.readouterr().err.startswith(f"storage-affinity-webhook: {said}")
 
 
