@@ -50,6 +50,7 @@ def classify(
     policy: Policy,
     own_namespace: str = "",
     requester: str | None = None,
+    *,
     kind: str = "Pod",
 ) -> RoleDecision:
     """The role of a pod, or of the pods a workload of `kind` will have. `requester` is who asks the API server

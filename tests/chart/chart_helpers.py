@@ -112,8 +112,9 @@ def container(docs: list[Manifest]) -> dict[str, Any]:
     return found
 
 
-#: The flags `serve` takes more than once (test_chart_transport.py reads them in order).
+#: The flags `serve` takes more than once (test_chart_transport.py reads them in order), and those without a value.
 REPEATABLE = frozenset({"--client-name"})
+SWITCHES = frozenset({"--metrics-namespaces"})
 
 
 def args(docs: list[Manifest]) -> dict[str, str]:
@@ -124,7 +125,7 @@ def args(docs: list[Manifest]) -> dict[str, str]:
     parsed = {}
     for arg in arguments[1:]:
         flag, sep, value = arg.partition("=")
-        assert sep and flag.startswith("--"), arg
+        assert (sep or flag in SWITCHES) and flag.startswith("--"), arg
         if flag in REPEATABLE:
             continue
         assert flag not in parsed, f"{flag} given twice"

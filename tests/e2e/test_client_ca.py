@@ -171,7 +171,7 @@ def test_only_a_client_certificate_naming_kube_apiserver_from_a_listed_ca_is_ans
     make, expected = CERTIFICATES[case]
     pair, *chain = make()
     status, body = status_with(setup, case.replace(" ", "-").replace(",", ""), pair, *chain)
-    if expected == 200 or expected == "handshake failed":
+    if expected in {200, "handshake failed"}:
         assert status == expected, body
     else:
         assert (status, body) == (403, f"{expected}\n".encode())

@@ -9,7 +9,6 @@ start is unknown.
 
 from __future__ import annotations
 
-
 #: What went wrong with a body, one word each: the log says each kind at most once a minute (webhook/logs.py).
 TIMEOUT, TOO_LARGE, FRAMING, GONE = "timeout", "too-large", "framing", "gone"
 

@@ -109,6 +109,12 @@ def add_parser(sub: Any) -> None:
         help="also serve POST /allow, which parses a review and allows it (benchmark floor)",
     )
     serve.add_argument(
+        "--metrics-namespaces",
+        action="store_true",
+        help="label the audit's findings on /metrics by namespace too (default: by family only: /metrics needs\n"
+        "no certificate, and would name every namespace with findings)",
+    )
+    serve.add_argument(
         "--audit-interval",
         type=float,
         default=default("audit_interval"),
@@ -230,6 +236,7 @@ def _serve_files(args: argparse.Namespace) -> int:
             lookup_timeout=args.lookup_timeout,
             start_timeout=args.start_timeout,
             audit_interval=args.audit_interval,
+            metrics_namespaces=args.metrics_namespaces,
             reports=args.reports,
             lease_name=args.lease_name,
             lease_duration=args.lease_duration,

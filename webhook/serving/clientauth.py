@@ -21,6 +21,7 @@ about the cluster.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
@@ -75,12 +76,9 @@ def certificate_refusal(der: bytes, authorities: Sequence[x509.Certificate], nam
 def presented_names(leaf: x509.Certificate) -> list[str]:
     """The identities a certificate presents: its common names and DNS subject alternative names."""
     found = [str(a.value) for a in leaf.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
-    try:
-        found += leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
-            x509.DNSName
-        )
-    except x509.ExtensionNotFound:
-        pass
+    with contextlib.suppress(x509.ExtensionNotFound):
+        san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        found += san.get_values_for_type(x509.DNSName)
     return found
 
 
