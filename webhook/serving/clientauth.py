@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import weakref
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from rules.memo import Memo
 from webhook import metrics
 from webhook.logs import Throttle
 
@@ -51,9 +52,6 @@ _HINTS = {
     NOT_DIRECT: "list the CA that signs kube-apiserver's certificate in the --client-ca file",
     NOT_NAMED: "give --client-name (chart clientCA.names) the name kube-apiserver's certificate carries",
 }
-
-#: A verdict per certificate presented and CA set: kube-apiserver presents one certificate on every connection.
-_verdicts: Memo[str | None] = Memo(maxsize=256)
 
 
 def certificate_refusal(der: bytes, authorities: Sequence[x509.Certificate], names: Collection[str]) -> str | None:
@@ -94,7 +92,7 @@ def _signed_by(leaf: x509.Certificate, authority: x509.Certificate) -> bool:
         return False
     try:
         leaf.verify_directly_issued_by(authority)
-    except (ValueError, TypeError, x509.InvalidSignature):
+    except (ValueError, TypeError, InvalidSignature):
         return False
     return True
 
@@ -108,6 +106,20 @@ def require_client_certificate(
     kube-apiserver left without a fitting certificate shows, and a client cannot flood the log."""
     allowed = frozenset(names)
     throttle = Throttle()
+    # The verdict of each open connection: its certificate was verified once, at its handshake (no renegotiation),
+    # and kube-apiserver sends many reviews on each of its kept-alive connections.
+    verdicts: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+    def verdict(environ: dict[str, Any]) -> str:
+        """Why this connection may not ask ("" when it may)."""
+        sock = environ.get("gunicorn.socket")
+        with contextlib.suppress(KeyError, TypeError):  # TypeError: no socket, or one without weak references
+            return verdicts[sock]
+        der = _peer_certificate(sock)
+        why = NO_CERTIFICATE if der is None else certificate_refusal(der, tuple(authorities()), allowed) or ""
+        with contextlib.suppress(TypeError):
+            verdicts[sock] = why
+        return why
 
     def refused(path: str, why: str) -> None:
         metrics.CLIENT_REFUSED.labels(path.lstrip("/")).inc()
@@ -118,30 +130,22 @@ def require_client_certificate(
 
     def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = str(environ.get("PATH_INFO", ""))
-        if path in paths:
-            der = _peer_certificate(environ)
-            if der is None:
-                why, body = NO_CERTIFICATE, REFUSAL
-            else:
-                anchors = tuple(authorities())
-                why = _verdicts.by_identity(anchors, der, lambda: certificate_refusal(der, anchors, allowed)) or ""
-                body = f"{why}\n".encode()
-            if why:
-                refused(path, why)
-                start_response(
-                    "403 Forbidden",
-                    [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))],
-                )
-                return [body]
+        if path in paths and (why := verdict(environ)):
+            body = REFUSAL if why == NO_CERTIFICATE else f"{why}\n".encode()
+            refused(path, why)
+            start_response(
+                "403 Forbidden",
+                [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))],
+            )
+            return [body]
         return app(environ, start_response)
 
     return guarded
 
 
-def _peer_certificate(environ: dict[str, Any]) -> bytes | None:
+def _peer_certificate(sock: Any) -> bytes | None:
     """The connection's client certificate (DER), verified by OpenSSL (with CERT_OPTIONAL, it ends the handshake
     of one that does not verify), or None when it presented none."""
-    sock = environ.get("gunicorn.socket")
     getpeercert = getattr(sock, "getpeercert", None)
     if getpeercert is None:  # not a TLS connection: no certificate
         return None
