@@ -5,7 +5,7 @@ of that file signed itself, with the clientAuth extended key usage and a `--clie
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,7 +147,7 @@ def status_with(setup: Setup, name: str, pair: CertKeyPair, *chain: CertKeyPair)
 
 #: Certificates the shared CA (or an intermediate of it) signed: who gets a review answered. Each refusal is a 403
 #: saying why; a certificate OpenSSL refuses fails the handshake.
-CERTIFICATES = {
+CERTIFICATES: dict[str, tuple[Callable[[], tuple[CertKeyPair, ...]], int | str]] = {
     "clientAuth, named kube-apiserver": (lambda: (leaf(SHARED, "kube-apiserver"),), 200),
     "clientAuth, the name in a DNS SAN": (
         lambda: (leaf(SHARED, "tenant-bob", dns=["apiserver.example.internal"]),),

@@ -138,8 +138,8 @@ def test_no_lookup_of_a_name_no_controller_confirmed(
         names.append(f"c{i}")
     view = Recording(view_from(*objects))
     reviewed = pod(names)
-    pipeline.mutate_then_validate(subject(reviewed), view, policy())  # type: ignore[arg-type]
-    audit_objects([reviewed], view, policy(), now=datetime(2026, 11, 28, tzinfo=UTC))  # type: ignore[arg-type]
+    pipeline.mutate_then_validate(subject(reviewed), view, policy())
+    audit_objects([reviewed], view, policy(), now=datetime(2026, 11, 28, tzinfo=UTC))
     bound = {volume_name for phase, volume_name, _ in claims if phase == "Bound" and volume_name}
     confirmed = {bound_content} if bound_content else set()
     for what, name in view.asked:

@@ -158,7 +158,10 @@ class AuditLoop:
                 stuck[report.cause.code] += 1
         for code in CODES:  # every code, so that a cause that went away reads 0
             metrics.AUDIT_STUCK.labels(code).set(stuck[code])
-        metrics.AUDIT_FINDINGS.publish({**dict.fromkeys(((family, "") for family in finding_families()), 0), **counts})
+        findings: dict[tuple[str, ...], float] = {(family, ""): 0 for family in finding_families()}
+        for key, count in counts.items():
+            findings[key] = count
+        metrics.AUDIT_FINDINGS.publish(findings)
         self._publish_entry_nodes()
         metrics.AUDIT_LAST_RUN.set(time.time())
         if self.reports is not None:
