@@ -13,6 +13,7 @@ import pytest
 from rules import pipeline
 from rules.audit import audit_objects
 from rules.datasource.scope import NOT_OWNED
+from rules.kube.workloads import TEMPLATE_PATHS
 from rules.model import Json, Severity
 from rules.policy import PolicyError, policy_from_document
 from tests.rules.test_datasource import state_objects, subject_object
@@ -240,3 +241,25 @@ def test_what_grants_nothing_beyond_the_namespace_keeps_working_for_an_untrusted
     assert [w.partition(" is not trusted")[0] for w in mutation.warnings] == [
         "role backup (labels match roles.backup.selectors[0])"
     ]
+
+
+@pytest.mark.parametrize("kind", sorted(TEMPLATE_PATHS))
+def test_a_workload_from_a_trusted_requester_is_refused_where_its_pods_would_be(kind: str) -> None:
+    """Every workload kind's pods are created by its controller, not by the requester the policy trusts: the
+    workload itself is refused, saying so, rather than admitted to have its pods refused (a Pod from the same
+    requester is trusted)."""
+    claim = TABLE["claims"][2]  # the default backup selector's label
+    place = TABLE["places"]["trusted requester"]
+    template = {"metadata": copy.deepcopy(claim["metadata"]), "spec": build("Pod", claim, "tenant-a")["spec"]}
+    obj: Json = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "spoof", "namespace": "tenant-a"}}
+    holder = obj
+    *parents, last = TEMPLATE_PATHS[kind]
+    for part in parents:
+        holder = holder.setdefault(part, {})
+    holder[last] = template
+    decision = pipeline.validate(subject(obj, user=place["user"]), VIEW, POLICY)
+    trust = [f.message for f in decision.findings if f.family == "roleTrust"]
+    assert trust == [expected_message(claim, kind, place)] and not decision.allowed
+    assert f"for a {kind}: its pods are created by its controller" in trust[0]
+    pod = pipeline.validate(subject(build("Pod", claim, "tenant-a"), user=place["user"]), VIEW, POLICY)
+    assert not [f for f in pod.findings if f.family == "roleTrust"]
