@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from cryptography import x509
+
 from certs.issue import load_certs_pem, load_pair
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,9 @@ def server_context(
     if client_ca is not None:
         ctx.load_verify_locations(cadata=client_ca.decode("ascii", "replace"))
         ctx.verify_mode = ssl.CERT_OPTIONAL
+        # Every certificate of the file is a trust anchor, an intermediate too: the file names the CAs that sign
+        # clients, and the server accepts only a client one of them signed itself (webhook/serving/clientauth.py).
+        ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
     if cert_path is not None:
         ctx.load_cert_chain(cert_path, key_path, password=_no_password)
     return ctx
@@ -68,6 +73,7 @@ class _Loaded:
     not_after: datetime
     stamp: tuple[FileStamp, ...]
     client_ca: bytes | None  # the client CA the context verifies with, as read
+    client_authorities: tuple[x509.Certificate, ...]  # its certificates
 
 
 class ReloadingServerContext:
@@ -110,6 +116,11 @@ class ReloadingServerContext:
     def not_after(self) -> datetime:
         """Expiry (UTC) of the certificate new handshakes are served, for an expiry metric and readiness."""
         return self._current.not_after
+
+    @property
+    def client_authorities(self) -> tuple[x509.Certificate, ...]:
+        """The certificates of the client CA file that new handshakes verify client certificates against."""
+        return self._current.client_authorities
 
     @property
     def serving_context(self) -> ssl.SSLContext:
@@ -162,28 +173,27 @@ class ReloadingServerContext:
     def _stamps(self) -> tuple[FileStamp, ...]:
         return tuple(_stamp(path) for path in self._paths())
 
-    def _read_client_ca(self) -> bytes | None:
-        """The client CA file's bytes, checked to hold certificates (ValueError names the file otherwise)."""
+    def _read_client_ca(self) -> tuple[bytes | None, tuple[x509.Certificate, ...]]:
+        """The client CA file's bytes and certificates (ValueError names the file when it holds none)."""
         if self.client_ca is None:
-            return None
+            return None, ()
         data = self.client_ca.read_bytes()
         try:
-            load_certs_pem(data)
+            return data, tuple(load_certs_pem(data))
         except ValueError as exc:
             raise ValueError(f"{self.client_ca}: {exc}") from None
-        return data
 
     def _load(self) -> _Loaded:
         """Build a context from the files, consistently: the bytes parsed are the bytes OpenSSL loaded."""
         stamp = self._stamps()
         before = (self.cert_path.read_bytes(), self.key_path.read_bytes())
         pair = load_pair(*before)  # clear errors for a mismatched or truncated pair
-        client_ca = self._read_client_ca()
+        client_ca, authorities = self._read_client_ca()
         context = server_context(self.cert_path, self.key_path, client_ca)
         after = (self.cert_path.read_bytes(), self.key_path.read_bytes())
         if after != before:
             raise RuntimeError("the files changed while loading them")
-        return _Loaded(context, pair.not_after, stamp, client_ca)
+        return _Loaded(context, pair.not_after, stamp, client_ca, authorities)
 
 
 def _stamp(path: Path) -> FileStamp:

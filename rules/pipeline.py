@@ -200,7 +200,7 @@ def pod_target(subject: Subject, policy: Policy, own_namespace: str) -> PodTarge
     path = TEMPLATE_PATHS[kind]
     pod = template_of(obj, path)
     metadata = pod.get("metadata") or {}
-    role = classify(metadata, namespace, policy, own_namespace, subject.user)
+    role = classify(metadata, namespace, policy, own_namespace, subject.user, kind=kind)
     spec = template_spec(kind, obj, pod)
     return PodTarget(kind, namespace, metadata, spec, PatchBuilder(obj).scoped(path), role, ".".join(path))
 

@@ -50,7 +50,14 @@ def classify(
     policy: Policy,
     own_namespace: str = "",
     requester: str | None = None,
+    *,
+    kind: str = "Pod",
 ) -> RoleDecision:
+    """The role of a pod, or of the pods a workload of `kind` will have. `requester` is who asks the API server
+    for the object: it is who creates a Pod, but a workload's pods are created by its controller, so requester
+    trust (`trust.requesters`) counts for a Pod alone."""
+    if kind != "Pod":
+        requester = None
     if namespace and (namespace in policy.excluded_namespaces or namespace == own_namespace):
         return RoleDecision(None, f"namespace {namespace} is excluded", exempt=True)
     annotations = metadata.get("annotations")
@@ -114,9 +121,19 @@ def _judged(decision: RoleDecision, namespace: str, policy: Policy, requester: s
     return replace(decision, trusted=False)
 
 
-def untrusted_role(decision: RoleDecision, namespace: str, requester: str | None) -> str:
+def untrusted_role(
+    decision: RoleDecision, namespace: str, requester: str | None, *, kind: str = "Pod", policy: Policy | None = None
+) -> str:
     """The warning and finding for a granting role claimed where it is not trusted: the role, where, and the
-    setting that would trust it."""
+    setting that would trust it. A workload from a requester the policy trusts is told why that is not enough:
+    its controller, not that requester, creates its pods."""
+    if kind != "Pod" and requester and policy is not None and requester in policy.trust_requesters:
+        return (
+            f"role {decision.role} ({decision.reason}) is not trusted in namespace {namespace or '(none)'} for a "
+            f"{clip(kind)}: its pods are created by its controller, not by requester {clip(requester)}, whom "
+            "trust.requesters trusts for Pods only; none of its tolerations or placement applied (the policy's "
+            "trust.namespaces trusts it)"
+        )
     who = f" for requester {clip(requester)}" if requester else ""
     return (
         f"role {decision.role} ({decision.reason}) is not trusted in namespace {namespace or '(none)'}{who}: "

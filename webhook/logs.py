@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
+import time
+from collections.abc import Callable, Hashable, Mapping
 
 from rules.quoting import escaped
 
@@ -36,3 +39,53 @@ def configure_logging(level: str) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(EscapingFormatter(LOG_FORMAT, DATE_FORMAT))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+
+
+#: Seconds between two lines of one kind that any client can cause (`Throttle`).
+LOG_EVERY = 60.0
+
+
+class Throttle:
+    """Lines that any client can cause, as often as it likes (a refused certificate, a broken request body): each
+    kind is logged at most once every `every` seconds, the line saying how many events it stands for, so that the
+    log shows the problem and its rate without a line per event. `due(kind)` counts one event and returns the
+    count to log when a line of that kind is due, else None. Kinds are the caller's own constants: a value taken
+    from a request would make one entry per distinct value."""
+
+    def __init__(self, every: float = LOG_EVERY, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every = every
+        self._clock = clock
+        self._kinds: dict[Hashable, tuple[int, float]] = {}  # kind -> (events not logged yet, when a line is due)
+        self._lock = threading.Lock()
+
+    def due(self, kind: Hashable) -> int | None:
+        now = self._clock()
+        with self._lock:
+            unlogged, next_line = self._kinds.get(kind, (0, 0.0))
+            unlogged += 1
+            if now < next_line:
+                self._kinds[kind] = (unlogged, next_line)
+                return None
+            self._kinds[kind] = (0, now + self.every)
+            return unlogged
+
+
+class ThrottledLines(logging.Filter):
+    """A logger's lines that any client can cause, known by how they start (`kinds`: start -> kind): each kind
+    passes at most once a minute (`Throttle`), saying how many lines it stands for; every other line passes."""
+
+    def __init__(self, kinds: Mapping[str, str], throttle: Throttle | None = None) -> None:
+        super().__init__()
+        self.kinds = dict(kinds)
+        self.throttle = throttle or Throttle()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        kind = next((kind for start, kind in self.kinds.items() if message.startswith(start)), None)
+        if kind is None:
+            return True
+        count = self.throttle.due(kind)
+        if count is None:
+            return False
+        record.msg, record.args = f"{message} ({count} like it; at most one line a minute)", None
+        return True

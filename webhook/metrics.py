@@ -9,10 +9,14 @@ and keep an alert firing until the pod restarts.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+import orjson
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 
 from rules.kube.workloads import TEMPLATE_PATHS
 
@@ -97,23 +101,68 @@ CACHE_AGE = Gauge(
     ["resource"],
     multiprocess_mode="livemax",
 )
-AUDIT_FINDINGS = Gauge(
+
+
+class Snapshot(Collector):
+    """A gauge whose series are replaced whole by each `publish`: a series the latest publish lacks is gone from
+    the scrape, not left at its last value or at 0 (a deleted namespace's, an entry removed from the policy).
+
+    prometheus_client's multiprocess mode cannot remove a series (each worker's file keeps every label set it ever
+    set, until the worker dies), so there the one worker that publishes (the audit's) writes the snapshot to a file
+    in the directory the workers share, replaced atomically, and every worker's `/metrics` reads it. `start` gives
+    the series every scrape shows, at 0 until a publish says otherwise (what alerts and panels read)."""
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
+        self.name, self.documentation, self.labels = name, documentation, tuple(labels)
+        self._baseline: dict[tuple[str, ...], float] = {}
+        self._latest: dict[tuple[str, ...], float] = {}
+        REGISTRY.register(self)
+
+    def start(self, keys: Iterable[tuple[str, ...]]) -> None:
+        self._baseline = dict.fromkeys(keys, 0.0)
+
+    def publish(self, values: Mapping[tuple[str, ...], float]) -> None:
+        self._latest = dict(values)
+        if directory := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            path = Path(directory) / f"{self.name}.snapshot.json"
+            temporary = path.with_suffix(f".{os.getpid()}.tmp")
+            temporary.write_bytes(orjson.dumps([[*key, value] for key, value in self._latest.items()]))
+            temporary.replace(path)
+
+    def values(self) -> dict[tuple[str, ...], float]:
+        """What the scrape shows: the baseline, overlaid with the latest publish (of any worker of the server)."""
+        latest = self._latest
+        if directory := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            try:
+                rows = orjson.loads((Path(directory) / f"{self.name}.snapshot.json").read_bytes())
+                latest = {tuple(row[:-1]): float(row[-1]) for row in rows}
+            except (OSError, ValueError):
+                latest = {}
+        return {**self._baseline, **latest}
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labels)
+        for key, value in sorted(self.values().items()):
+            family.add_metric(key, value)
+        yield family
+
+
+AUDIT_FINDINGS = Snapshot(
     "storage_affinity_audit_findings",
-    "Findings of the last audit of existing objects, by rule family and namespace.",
+    "Findings of the last audit of existing objects, by rule family, and by namespace only when the server runs "
+    "with --metrics-namespaces (namespace is empty otherwise).",
     ["family", "namespace"],
-    multiprocess_mode="livemax",
 )
 AUDIT_LAST_RUN = Gauge(
     "storage_affinity_audit_last_run_timestamp_seconds",
     "Unix time at which the last audit of existing objects finished.",
     multiprocess_mode="livemax",
 )
-LOAD_AFFINITY_NODES = Gauge(
+LOAD_AFFINITY_NODES = Snapshot(
     "storage_affinity_load_affinity_nodes",
     "Known nodes matching each loadAffinity entry in force (entry index, its StorageClass or *), by whether a "
     "Velero node-agent is Ready on them (node_agent: ready or missing), as of the last audit.",
     ["entry", "storage_class", "node_agent"],
-    multiprocess_mode="livemax",
 )
 
 REPORT_SQUATTERS = Gauge(
@@ -129,6 +178,9 @@ AUDIT_STUCK = Gauge(
     ["cause"],
     multiprocess_mode="livemax",
 )
+
+#: The gauges replaced whole by each audit: `/metrics` in multiprocess mode reads their files.
+SNAPSHOTS = (AUDIT_FINDINGS, LOAD_AFFINITY_NODES)
 
 #: The outcomes (only a mutating endpoint patches) and onLookupFailure actions a review is counted under, and the
 #: statuses of refused bodies that every installation meets (webhook/app/endpoints.py).
@@ -156,8 +208,7 @@ def start_series(endpoints: Mapping[str, bool], audit_families: Iterable[str] = 
             BAD_REQUESTS.labels(endpoint, status)
         UNAVAILABLE.labels(endpoint)
         CLIENT_REFUSED.labels(endpoint)
-    for family in audit_families:
-        AUDIT_FINDINGS.labels(family, "")
+    AUDIT_FINDINGS.start((family, "") for family in audit_families)
     for cause in causes:
         AUDIT_STUCK.labels(cause)
 
@@ -167,6 +218,8 @@ def render() -> tuple[bytes, str]:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        for snapshot in SNAPSHOTS:
+            registry.register(snapshot)
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(), CONTENT_TYPE_LATEST
 

@@ -13,6 +13,7 @@ class Settings:
     cert: Path
     key: Path
     client_ca: Path | None = None  # reviews only for TLS clients with a certificate this CA signed (clientauth.py)
+    client_names: tuple[str, ...] = ()  # and naming one of these (CN or DNS SAN): kube-apiserver's identity
     bind: str = "127.0.0.1:8443"
     workers: int = 1
     policy_file: Path | None = None
@@ -33,6 +34,7 @@ class Settings:
     lookup_timeout: float = 1.0
     start_timeout: float = 30.0  # a worker accepts once its state and policy are loaded, or after this long
     audit_interval: float = 300.0  # seconds between audits of the state the server holds; 0 turns it off
+    metrics_namespaces: bool = False  # the audit's findings on /metrics per namespace, not only per family
     replica_dir: Path | None = None  # shared by the workers of one server (`run` creates one): the policy in effect
     reports: str = "auto"  # the policy report API the audit writes: auto | openreports | wgpolicyk8s | off
     lease_name: str = "storage-affinity-webhook"  # the Lease in `namespace` that picks the one report writer

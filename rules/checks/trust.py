@@ -21,7 +21,8 @@ def role_trust(ctx: Context, target: PodTarget) -> None:
     if role.role is not None and not role.trusted:
         explicit = (target.metadata.get("annotations") or {}).get(ROLE_ANNOTATION) == role.role
         at = f"metadata.annotations[{ROLE_ANNOTATION}]" if explicit else "metadata.labels"
-        ctx.report(target.field(at), untrusted_role(role, target.namespace, ctx.subject.user), FAMILY)
+        why = untrusted_role(role, target.namespace, ctx.subject.user, kind=target.kind, policy=ctx.policy)
+        ctx.report(target.field(at), why, FAMILY)
         return
     component = filling_worker(target)
     if component is None or not ctx.policy.cdi_follow_vm or role.exempt:

@@ -135,7 +135,9 @@ def resolve(
             place = _from_claim(view, policy, volume, label=label, namespace=state.namespace, pvc=pvc)
             if place.kind != UNRESOLVED:
                 return place
-    content_name = status.get("boundVolumeSnapshotContentName") or spec_source.get("volumeSnapshotContentName")
+    # The content the snapshot controller bound (status), never the one the snapshot's author names in its spec: a
+    # lookup of a name its author wrote would tell by its timing whether that content exists.
+    content_name = status.get("boundVolumeSnapshotContentName")
     content = view.volume_snapshot_content(str(content_name)) if content_name else None
     back = ((content or {}).get("spec") or {}).get("volumeSnapshotRef") or {}
     if (back.get("namespace"), back.get("name")) != (state.namespace, (snapshot.get("metadata") or {}).get("name")):

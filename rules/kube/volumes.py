@@ -99,9 +99,13 @@ def claim_pv(view: ClusterView, namespace: str, pvc: Mapping[str, Any] | None) -
     may name any PV, and one bound to another namespace's claim is none of its business (its node affinity, its
     driver). A PV not bound yet (no claimRef) is not the claim's either, until the binder makes it so.
 
-    Each test returns as soon as it fails: every claim of every review asks, and most claims are not bound to a
-    PV the index knows."""
-    volume_name = ((pvc.get("spec") or {}).get("volumeName")) if pvc else None
+    The PV is looked up only for a claim the binder has made Bound (`status.phase`, which its author cannot
+    write): `spec.volumeName` alone is a name its author wrote, and looking it up (a GET when the index lacks
+    it) would tell by its timing whether a PV of that name exists. Each test returns as soon as it fails: every
+    claim of every review asks, and most claims are not bound to a PV the index knows."""
+    if not pvc or (pvc.get("status") or {}).get("phase") != "Bound":
+        return None
+    volume_name = (pvc.get("spec") or {}).get("volumeName")
     pv = view.pv(str(volume_name)) if volume_name else None
     if pv is None:
         return None

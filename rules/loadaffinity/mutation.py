@@ -75,7 +75,7 @@ def mutate_restore(ctx: Context, target: PodTarget) -> None:
 
 def _mutate(ctx: Context, target: PodTarget, role: str) -> None:
     if not target.role.trusted:  # the operator's tolerations and nodes go only where its `trust` says
-        ctx.warn(untrusted_role(target.role, target.namespace, ctx.subject.user))
+        ctx.warn(untrusted_role(target.role, target.namespace, ctx.subject.user, kind=target.kind, policy=ctx.policy))
         ctx.reason(f"load affinity: not applied, role {role} is not trusted in namespace {target.namespace}")
         return
     scope = _place(ctx, target, role)

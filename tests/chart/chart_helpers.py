@@ -112,14 +112,22 @@ def container(docs: list[Manifest]) -> dict[str, Any]:
     return found
 
 
+#: The flags `serve` takes more than once (test_chart_transport.py reads them in order), and those without a value.
+REPEATABLE = frozenset({"--client-name"})
+SWITCHES = frozenset({"--metrics-namespaces"})
+
+
 def args(docs: list[Manifest]) -> dict[str, str]:
-    """The container's `--flag=value` arguments as a dict; the first argument must be the `serve` command."""
+    """The container's `--flag=value` arguments as a dict, but for the REPEATABLE ones; the first argument must be
+    the `serve` command."""
     arguments = container(docs)["args"]
     assert arguments[0] == "serve"
     parsed = {}
     for arg in arguments[1:]:
         flag, sep, value = arg.partition("=")
-        assert sep and flag.startswith("--"), arg
+        assert (sep or flag in SWITCHES) and flag.startswith("--"), arg
+        if flag in REPEATABLE:
+            continue
         assert flag not in parsed, f"{flag} given twice"
         parsed[flag] = value
     return parsed
@@ -159,8 +167,14 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     },
     "custom-port": {"server": {"port": 9443}, "preStopSleepSeconds": 0},
     # Only the API server asks: its client CA, and the NetworkPolicy (the Kubernetes schema checks it).
-    "client-ca": {"clientCA": {"configMap": "apiserver-client-ca"}},
-    "client-ca-secret": {"clientCA": {"secret": "apiserver-client-ca", "key": "tls-ca.pem"}},
+    "client-ca": {"clientCA": {"configMap": "apiserver-client-ca", "names": ["kube-apiserver"]}},
+    "client-ca-secret": {
+        "clientCA": {
+            "secret": "apiserver-client-ca",
+            "key": "tls-ca.pem",
+            "names": ["kube-apiserver", "apiserver.internal"],
+        }
+    },
     "network-policy": {
         "networkPolicy": {
             "enabled": True,

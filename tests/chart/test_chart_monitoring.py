@@ -376,3 +376,16 @@ def test_notes_name_the_monitoring_objects() -> None:
     assert f"{RUNBOOKS}\n" in text
     assert f"ConfigMap {NAMESPACE}/{DASHBOARD_CONFIGMAP}" in text
     assert "5. Monitoring: /metrics is served over HTTPS" in notes({})
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_namespace_labels_on_the_findings_only_when_asked(on: bool) -> None:
+    """/metrics needs no certificate: the audit's findings name namespaces only with `monitoring.namespaceLabels`
+    (serve --metrics-namespaces), and the findings alert speaks of a namespace only then."""
+    values = {"monitoring": {"namespaceLabels": on}}
+    (server,) = one(render(values), "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"]
+    assert ("--metrics-namespaces" in server["args"]) is on
+    (rule,) = [
+        r for g in rule_groups(values) for r in g["rules"] if r.get("alert") == "StorageAffinityWebhookAuditFindings"
+    ]
+    assert ("in namespace {{ $labels.namespace }}" in rule["annotations"]["description"]) is on

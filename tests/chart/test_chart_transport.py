@@ -88,6 +88,28 @@ def test_the_client_ca_is_mounted_as_a_directory_and_given_to_serve(scenario: st
     assert mount == {"name": "client-ca", "mountPath": CLIENT_CA_DIR, "readOnly": True}  # no subPath: updates land
 
 
+@pytest.mark.parametrize("scenario", ["client-ca", "client-ca-secret"])
+def test_each_client_name_is_given_to_serve(scenario: str) -> None:
+    """The identities kube-apiserver's certificate may present, each one `--client-name`, in order."""
+    (deployment,) = kinds(render(SCENARIOS[scenario]), "Deployment")
+    (server,) = deployment["spec"]["template"]["spec"]["containers"]
+    given = [arg.removeprefix("--client-name=") for arg in server["args"] if arg.startswith("--client-name=")]
+    assert given == SCENARIOS[scenario]["clientCA"]["names"]
+
+
+@pytest.mark.parametrize("source", [{"configMap": "apiserver-ca"}, {"secret": "apiserver-ca"}])
+def test_a_client_ca_without_names_does_not_render(source: dict[str, str]) -> None:
+    """A CA alone would let every certificate it signs ask: with a shared CA, a tenant's."""
+    error = render_error({"clientCA": source})
+    assert "clientCA is set: set clientCA.names to the CN or DNS SAN of kube-apiserver's client certificate" in error
+
+
+@pytest.mark.parametrize("names", [[""], [" kube-apiserver"], ["kube-apiserver", "kube-apiserver"], "kube-apiserver"])
+def test_a_bad_client_name_is_refused_by_the_values_schema(names: Any) -> None:
+    error = render_error({"clientCA": {"configMap": "apiserver-ca", "names": names}})
+    assert "clientCA.names" in error or "clientCA/names" in error, error
+
+
 def test_a_client_ca_from_both_a_configmap_and_a_secret_is_refused() -> None:
     error = render_error({"clientCA": {"configMap": "a", "secret": "b"}})
     assert "clientCA" in error
@@ -97,9 +119,13 @@ def test_a_client_ca_from_both_a_configmap_and_a_secret_is_refused() -> None:
     ("values", "said"),
     [
         ({}, "Client certificates: not required"),
-        ({"clientCA": {"secret": "apiserver-ca"}}, "the CA in Secret apiserver-ca\n(key ca.crt) signed"),
         (
-            {"clientCA": {"configMap": "apiserver-ca", "key": "ca.pem"}},
+            {"clientCA": {"secret": "apiserver-ca", "names": ["kube-apiserver"]}},
+            "the CA in Secret apiserver-ca\n(key ca.crt) signed itself, with extended key usage clientAuth, naming "
+            "kube-apiserver:",
+        ),
+        (
+            {"clientCA": {"configMap": "apiserver-ca", "key": "ca.pem", "names": ["a", "b"]}},
             "the CA in ConfigMap apiserver-ca\n(key ca.pem)",
         ),
     ],

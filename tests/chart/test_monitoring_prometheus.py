@@ -56,7 +56,9 @@ T = TypeVar("T")
 # saw.saw-system.svc, which the test's certificate carries as the chart's certificate modes do.
 SERVICE, NAMESPACE = "saw", "saw-system"
 JOB = SERVICE  # the Prometheus Operator's job label: the Service name
-VALUES: dict[str, Any] = {"fullnameOverride": SERVICE, "monitoring": MONITORING}
+#: With the audit's findings labelled by namespace, so that the findings alert names the namespace it found them in
+#: (the default, one series per family, is tests/webhook/test_auditloop.py's).
+VALUES: dict[str, Any] = {"fullnameOverride": SERVICE, "monitoring": {**MONITORING, "namespaceLabels": True}}
 AUDIT_FINDINGS = "storage_affinity_audit_findings"
 LATENCY_ALERT = "StorageAffinityWebhookLatencyNearTimeout"
 DEADLINE = 45.0  # seconds for any one thing Prometheus must see; it scrapes and evaluates every second
@@ -263,7 +265,8 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
         ),
         _contradiction("team-a"),  # for the audit
     ]
-    audit = ("--audit-interval", "1")
+    (server_container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    audit = ("--audit-interval", "1", *(a for a in server_container["args"] if a == "--metrics-namespaces"))
     with running_fake_api(*seed) as api:
         kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
         args = ("--kubeconfig", str(kubeconfig), "--lookup-timeout", "0.5", *audit)

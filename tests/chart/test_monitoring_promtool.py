@@ -16,10 +16,10 @@ from tests.support import merged
 
 TESTS = Path(__file__).with_name("alerts.promtool.yaml")
 
-#: The unit tests' values: their series are written for a latency threshold of 0.8 x 2 = 1.6 s. The default
-#: threshold against the webhook's histogram is the business of
+#: The unit tests' values: their series are written for a latency threshold of 0.8 x 2 = 1.6 s, and with the audit's
+#: findings labelled by namespace. The default threshold against the webhook's histogram is the business of
 #: test_monitoring_prometheus.py::test_latency_threshold_is_inside_the_histogram.
-PROMTOOL_VALUES: dict[str, Any] = {"webhook": {"timeoutSeconds": 2}}
+PROMTOOL_VALUES: dict[str, Any] = {"webhook": {"timeoutSeconds": 2}, "monitoring": {"namespaceLabels": True}}
 
 
 def _promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -141,6 +141,37 @@ def test_a_client_gone_mid_body_logs_one_line_and_no_traceback(server: Server) -
     assert len(gone) == 1, new
 
 
+FLOOD = 300  # requests of each kind, as fast as one client sends them
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "line"),
+    [
+        (head(Transfer_Encoding="chunked") + b"zz\r\n", 400, "request body has invalid chunked framing"),
+        (b"GARBAGE\r\n\r\n", 400, "Invalid request from ip="),
+    ],
+    ids=["chunked framing", "request line"],
+)
+def test_a_flood_of_broken_requests_logs_one_line_a_kind(
+    server: Server, raw: bytes, status: int, line: str, record_property: RecordProperty
+) -> None:
+    """Any client can send broken requests as fast as it likes: each is answered, and each kind is logged at most
+    once a minute per worker, the line saying how many it stands for (webhook/logs.py `Throttle`)."""
+    before = len(server.log.read_text())
+    for _ in range(FLOOD):
+        with connect(server, ANSWER_WITHIN) as tls:
+            tls.sendall(raw)
+            assert answer_then_close(tls)[0] == status
+    time.sleep(0.2)  # the last lines written
+    log = server.log.read_text()
+    assert line in log  # the kind is logged (in this flood, or earlier in the module within the minute)
+    new = log[before:]
+    lines = [text for text in new.splitlines() if line in text]
+    record_property("lines", len(lines))
+    assert len(lines) <= 2, new[-3000:]  # one a worker at most, if its minute had passed
+    assert all("like it; at most one line a minute)" in text for text in lines), lines
+
+
 def test_a_kept_alive_connection_is_served_after_a_complete_body(server: Server) -> None:
     """The bounds do not close a connection whose body was read in full: the next request is served on it."""
     conn = http.client.HTTPSConnection("localhost", timeout=ANSWER_WITHIN)

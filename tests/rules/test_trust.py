@@ -13,6 +13,7 @@ import pytest
 from rules import pipeline
 from rules.audit import audit_objects
 from rules.datasource.scope import NOT_OWNED
+from rules.kube.workloads import TEMPLATE_PATHS
 from rules.model import Json, Severity
 from rules.policy import PolicyError, policy_from_document
 from tests.rules.test_datasource import state_objects, subject_object
@@ -59,7 +60,8 @@ def cases() -> list[Any]:
     for claim in TABLE["claims"]:
         for kind in KINDS:
             for place_name, place in TABLE["places"].items():
-                trusted = place_name in claim["trusted_at"] and not (kind != "Pod" and claim.get("pods_only"))
+                pods_only = claim.get("pods_only") or place.get("pods_only")
+                trusted = place_name in claim["trusted_at"] and not (kind != "Pod" and pods_only)
                 out.append(pytest.param(claim, kind, place, trusted, id=f"{claim['name']}:{kind}:{place_name}"))
     return out
 
@@ -68,8 +70,16 @@ def expected_message(claim: Json, kind: str, place: Json) -> str:
     user = place.get("user")
     cdi = "why" in claim  # a CDI claim: a template is never CDI's worker
     why = TEMPLATE_REASON if cdi and kind != "Pod" else str(claim.get("why", "")).format(user=user)
+    if not cdi and kind != "Pod" and place.get("pods_only"):
+        return str(TABLE["workload_warning"]).format(role=claim["warning"].split()[1], reason=_reason(claim), kind=kind)
     who = f" for requester {user}" if user else ""
     return str(claim["warning"]).format(who=who, cdi_why=why)
+
+
+def _reason(claim: Json) -> str:
+    """The role's reason as the claim's warning quotes it: what stands between its first parentheses."""
+    warning = str(claim["warning"])
+    return warning[warning.index("(") + 1 : warning.index(")")]
 
 
 @pytest.mark.parametrize(("claim", "kind", "place", "trusted"), cases())
@@ -231,3 +241,25 @@ def test_what_grants_nothing_beyond_the_namespace_keeps_working_for_an_untrusted
     assert [w.partition(" is not trusted")[0] for w in mutation.warnings] == [
         "role backup (labels match roles.backup.selectors[0])"
     ]
+
+
+@pytest.mark.parametrize("kind", sorted(TEMPLATE_PATHS))
+def test_a_workload_from_a_trusted_requester_is_refused_where_its_pods_would_be(kind: str) -> None:
+    """Every workload kind's pods are created by its controller, not by the requester the policy trusts: the
+    workload itself is refused, saying so, rather than admitted to have its pods refused (a Pod from the same
+    requester is trusted)."""
+    claim = TABLE["claims"][2]  # the default backup selector's label
+    place = TABLE["places"]["trusted requester"]
+    template = {"metadata": copy.deepcopy(claim["metadata"]), "spec": build("Pod", claim, "tenant-a")["spec"]}
+    obj: Json = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "spoof", "namespace": "tenant-a"}}
+    holder = obj
+    *parents, last = TEMPLATE_PATHS[kind]
+    for part in parents:
+        holder = holder.setdefault(part, {})
+    holder[last] = template
+    decision = pipeline.validate(subject(obj, user=place["user"]), VIEW, POLICY)
+    trust = [f.message for f in decision.findings if f.family == "roleTrust"]
+    assert trust == [expected_message(claim, kind, place)] and not decision.allowed
+    assert f"for a {kind}: its pods are created by its controller" in trust[0]
+    pod = pipeline.validate(subject(build("Pod", claim, "tenant-a"), user=place["user"]), VIEW, POLICY)
+    assert not [f for f in pod.findings if f.family == "roleTrust"]

@@ -125,3 +125,26 @@ def test_before_the_first_list_a_review_past_its_gets_fails_the_lookup(fake_api:
             ):
                 state.pvc("apps", "other")
         assert fake_api.count("GET", "PersistentVolumeClaim", name=True) == 1
+
+
+def test_no_get_for_the_volume_name_of_a_claim_that_is_not_bound(fake_api: FakeKubeAPI, live: Live) -> None:
+    """A claim's `spec.volumeName` is its author's to write: a GET of a PV the index lacks, made for it, would
+    answer sooner when that PV exists (an existing one is indexed) than when it does not. The PV of a claim the
+    binder made Bound is still fetched when the index lacks it."""
+    seeded(fake_api)
+    pending = {**pvc("guess"), "status": {"phase": "Pending"}}
+    pending["spec"] = {**pending["spec"], "volumeName": "pv-nowhere"}
+    fake_api.create(pending)
+    _, runtime = live()
+    eventually(lambda: listed(runtime))
+    client = app_client(runtime)
+    with fake_api.silently():  # created a moment ago: the index lacks it, a GET would find it
+        fake_api.create({**pvc("fresh"), "spec": {**pvc("fresh")["spec"], "volumeName": "pv-fresh"}})
+        fake_api.create(pv("pv-fresh"))
+    for endpoint in ("mutate", "validate"):
+        sent = admission_review("CREATE", claims_pod(f"guess-{endpoint}", ["guess"], namespace="apps"))
+        check_response(sent, client.post(f"/{endpoint}", json=sent).get_json(), mutating=endpoint == "mutate")
+    assert fake_api.count("GET", "PersistentVolume", name=True) == 0
+    sent = admission_review("CREATE", claims_pod("bound", ["fresh"], namespace="apps"))
+    check_response(sent, client.post("/mutate", json=sent).get_json(), mutating=True)
+    assert fake_api.count("GET", "PersistentVolume", name=True) == 1

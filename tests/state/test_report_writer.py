@@ -128,7 +128,7 @@ def test_no_lease_no_write(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
 
 def test_the_audit_loop_writes_reports_with_uids(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
     rt = runtime(*CLUSTER)
-    loop = AuditLoop(rt, interval=60, reports=writer(fake_api, tmp_path))
+    loop = AuditLoop(rt, interval=60, reports=writer(fake_api, tmp_path), by_namespace=True)
     counts = loop.run_once()
     assert loop.last_write is not None and loop.last_write.created == len({ns for _, ns in counts})
     assert {ns for ns, _ in stored(fake_api)} == {ns for _, ns in counts}

@@ -66,7 +66,7 @@ def test_a_stored_pod_past_the_deadline_is_reported_once_and_skipped_until_it_ch
     cluster.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
     rt = Runtime(policy=policy(), view=load_static_state([cluster]), namespace="saw")
     audited = counting(monkeypatch)
-    loop = AuditLoop(rt, interval=60)
+    loop = AuditLoop(rt, interval=60, by_namespace=True)
     with caplog.at_level("WARNING", logger="webhook.audit.loop"):
         first = loop.run_once()
         audited_first = audited.count("spinning")
@@ -103,7 +103,10 @@ def test_a_listed_workload_past_the_deadline_is_skipped_until_its_version_change
     rt = Runtime(policy=policy(), view=load_static_state([EXAMPLES / "cluster.yaml"]), namespace="saw")
     version = ["1"]
     loop = AuditLoop(
-        rt, interval=60, workloads=lambda: [workloads.trim_workload(deployment(version[0], spin=True), "Deployment")]
+        rt,
+        interval=60,
+        workloads=lambda: [workloads.trim_workload(deployment(version[0], spin=True), "Deployment")],
+        by_namespace=True,
     )
     audited = counting(monkeypatch)
     first = loop.run_once()

@@ -144,12 +144,12 @@ def test_the_in_server_audit_lists_each_workload_kind_once_a_run(tmp_path: Path)
     run, and counts their findings with the pods'; an API that refuses the list leaves the run to the state it
     holds, not a failed run."""
     rt = Runtime(policy=policy(), view=load_static_state([EXAMPLES / "cluster.yaml"]), namespace="saw")
-    base = AuditLoop(rt, interval=60).run_once()
+    base = AuditLoop(rt, interval=60, by_namespace=True).run_once()
     with running_fake_api() as api:
         for obj in workloads():
             api.create(obj)
         lister = _api_client(api.write_kubeconfig(tmp_path / "kubeconfig"))
-        loop = AuditLoop(rt, interval=60, workloads=lambda: list_workloads(lister))
+        loop = AuditLoop(rt, interval=60, workloads=lambda: list_workloads(lister), by_namespace=True)
         counts = loop.run_once()
         listed = {kind: api.count("GET", kind) for kind in TEMPLATE_PATHS}
         api.fail(403)

@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from rules.audit import finding_families
 from rules.causes import CODES
 from tests.rules.test_causes import INDEXED_CAUSES, cluster_of, indexed_cases
 from tests.state.conftest import eventually
 from tests.support import DATA, EXAMPLES
+from webhook import metrics
 from webhook.audit.loop import WAIT_POLL, AuditLoop
 from webhook.policy.file import load_policy_file
 from webhook.runtime import Runtime
@@ -36,7 +38,7 @@ def sample(family: str, namespace: str) -> float | None:
 
 def test_the_index_is_audited_and_published_per_family_and_namespace() -> None:
     rt = runtime(*CLUSTER)
-    counts = AuditLoop(rt, interval=60).run_once()
+    counts = AuditLoop(rt, interval=60, by_namespace=True).run_once()
     # The index keeps pods that mount a claim, and their disk annotations, node affinity and nodeName.
     assert counts[("coScheduling", "shop")] == 1
     assert counts[("placementDrift", "velero")] == 2
@@ -48,13 +50,60 @@ def test_the_index_is_audited_and_published_per_family_and_namespace() -> None:
     assert (REGISTRY.get_sample_value("storage_affinity_audit_last_run_timestamp_seconds") or 0) > 0
 
 
-def test_findings_that_are_gone_drop_to_zero() -> None:
+def published() -> dict[tuple[str, str], float]:
+    """Every series of the findings the scrape shows now."""
+    return {
+        (s.labels["family"], s.labels["namespace"]): s.value
+        for metric in REGISTRY.collect()
+        if metric.name == "storage_affinity_audit_findings"
+        for s in metric.samples
+    }
+
+
+def test_by_default_the_findings_are_published_per_family_alone() -> None:
+    """/metrics needs no certificate: the series name no namespace unless the operator asks (--metrics-namespaces),
+    and every family has its series, 0 when it has no finding."""
+    by_namespace = AuditLoop(runtime(*CLUSTER), interval=60, by_namespace=True).run_once()
+    counts = AuditLoop(runtime(*CLUSTER), interval=60).run_once()
+    summed: Counter[tuple[str, str]] = Counter()
+    for (family, _), count in by_namespace.items():
+        summed[(family, "")] += count
+    assert counts == dict(summed) and counts[("coScheduling", "")] == 1
+    series = published()
+    assert {namespace for _, namespace in series} == {""}
+    assert {family for family, _ in series} == set(finding_families())
+    assert series == {(family, ""): counts.get((family, ""), 0) for family in finding_families()}
+
+
+def test_the_series_of_a_namespace_without_findings_are_dropped() -> None:
+    """A deleted namespace (or one whose findings were fixed) leaves no series behind, not even a 0: with
+    per-namespace labels, a series each namespace that ever had a finding would otherwise stay until a restart."""
     rt = runtime(*CLUSTER)
-    loop = AuditLoop(rt, interval=60)
+    loop = AuditLoop(rt, interval=60, by_namespace=True)
     loop.run_once()
+    assert sample("coScheduling", "shop") == 1
     rt.view = load_static_state([DATA / "audit" / "clean.yaml"])
     assert loop.run_once() == {}
-    assert sample("coScheduling", "shop") == 0
+    assert sample("coScheduling", "shop") is None
+    assert published() == {(family, ""): 0 for family in finding_families()}
+
+
+def test_the_scrape_of_every_worker_shows_the_auditing_worker_s_last_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In multiprocess mode (the server's), the audit's series are a file every worker's /metrics reads, replaced
+    whole by each run: prometheus_client cannot remove a series from its files."""
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    rt = runtime(*CLUSTER)
+    loop = AuditLoop(rt, interval=60, by_namespace=True)
+    loop.run_once()
+    text = metrics.render()[0].decode()
+    assert 'storage_affinity_audit_findings{family="coScheduling",namespace="shop"} 1.0' in text
+    rt.view = load_static_state([DATA / "audit" / "clean.yaml"])
+    loop.run_once()
+    text = metrics.render()[0].decode()
+    assert 'namespace="shop"' not in text
+    assert 'storage_affinity_audit_findings{family="coScheduling",namespace=""} 0.0' in text
 
 
 def test_one_loop_per_lock_file_audits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -178,7 +227,7 @@ def test_a_stored_object_past_the_budget_is_reported_once_and_not_audited_again(
         return audit_objects(held, *args, **options)
 
     monkeypatch.setattr("webhook.audit.loop.audit_objects", counted)
-    loop = AuditLoop(rt, interval=60)
+    loop = AuditLoop(rt, interval=60, by_namespace=True)
     with caplog.at_level("WARNING", logger="webhook.audit.loop"):
         first = loop.run_once()
         second = loop.run_once()

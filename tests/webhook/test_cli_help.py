@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from certs.issue import issue_ca
 from tests.support import DATA, EXAMPLES
 from webhook.cli.main import _parser, main
 
@@ -95,6 +96,33 @@ def test_a_client_ca_file_without_a_certificate_is_refused_before_serving(
         assert capsys.readouterr().err.startswith(
             f"storage-affinity-webhook: --client-ca {bad}: no PEM certificate could be read from it"
         )
+
+
+@pytest.mark.parametrize(
+    ("names", "said"),
+    [
+        ([], "--client-ca needs at least one --client-name: the CN or DNS SAN of kube-apiserver's client certificate"),
+        (["--client-name", ""], "--client-name '': 1 to 253 printable characters, no leading or trailing space"),
+        (["--client-name", "kube-apiserver "], "--client-name 'kube-apiserver ': 1 to 253 printable characters"),
+        (["--client-name", "kube\napiserver"], "--client-name 'kube\\napiserver': 1 to 253 printable characters"),
+    ],
+    ids=["no name", "empty", "trailing space", "newline"],
+)
+def test_a_client_ca_needs_a_client_name_before_serving(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, names: list[str], said: str
+) -> None:
+    """A CA alone would let every certificate it signs ask: with a CA that signs for tenants too, any tenant."""
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(issue_ca().cert_pem())
+    assert (
+        main(["serve", "--cert", CLUSTER, "--key", CLUSTER, "--cluster", CLUSTER, "--client-ca", str(ca), *names]) == 2
+    )
+    assert capsys.readouterr().err.startswith(f"storage-affinity-webhook: {said}")
+
+
+def test_a_client_name_needs_a_client_ca(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--cert", CLUSTER, "--key", CLUSTER, "--cluster", CLUSTER, "--client-name", "x"]) == 2
+    assert capsys.readouterr().err == "storage-affinity-webhook: --client-name needs --client-ca\n"
 
 
 def test_a_bad_cluster_file_is_refused_with_every_problem_and_its_file(

@@ -9,15 +9,20 @@ start is unknown.
 
 from __future__ import annotations
 
+#: What went wrong with a body, one word each: the log says each kind at most once a minute (webhook/logs.py).
+TIMEOUT, TOO_LARGE, FRAMING, GONE = "timeout", "too-large", "framing", "gone"
+
 
 class BodyError(Exception):
-    """An unreadable request body: the answer's status and a reason that quotes nothing from the request."""
+    """An unreadable request body: the answer's status, a reason that quotes nothing from the request, and its
+    kind (one of the constants above)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, kind: str) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.kind = kind
 
 
 def too_large(limit: int) -> BodyError:
-    return BodyError(413, f"request body is larger than the limit of {limit} bytes")
+    return BodyError(413, f"request body is larger than the limit of {limit} bytes", TOO_LARGE)

@@ -27,6 +27,7 @@ from rules.safeload import dump_json
 from webhook import metrics
 from webhook.app.body import BodyError, too_large
 from webhook.app.codec import AdmissionRequest, ReviewError, build_response, decode_review
+from webhook.logs import Throttle
 from webhook.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,7 @@ class ReviewEndpoints:
         self.runtime = runtime
         self.max_body = max_body
         self.log_reviews = log_reviews
+        self._unreadable = Throttle()  # any client can send broken bodies, as fast as it likes
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         endpoint = self.endpoints.get(environ.get("PATH_INFO", ""))
@@ -167,7 +169,10 @@ class ReviewEndpoints:
         try:
             body = _read_body(environ, self.max_body)
         except BodyError as exc:  # raised by the server's transport (webhook/app/body.py): one line, no traceback
-            log.warning("review %s: %s", name, exc.message)
+            if (count := self._unreadable.due(exc.kind)) is not None:
+                log.warning(
+                    "review %s: %s (%s like it; at most one line a minute)", name, exc.message, counted(count, "body")
+                )
             metrics.BAD_REQUESTS.labels(name, str(exc.status)).inc()
             return self._refused(name, exc.message, exc.status)
         try:

@@ -2,7 +2,8 @@
 `--audit-interval` seconds, on that state.
 
 It reads the in-memory index, and on live state lists the workloads once per run (webhook/audit/workloads.py),
-and publishes `storage_affinity_audit_findings{family,namespace}`,
+and publishes `storage_affinity_audit_findings{family,namespace}` (by family alone unless `by_namespace`: the
+scrape needs no certificate, and a namespace's name can be a secret of its own),
 `storage_affinity_audit_stuck_pods{cause}` and `storage_affinity_audit_last_run_timestamp_seconds`, and per
 loadAffinity entry in force its matching nodes with and without a Ready Velero node-agent
 (`storage_affinity_load_affinity_nodes`). One worker of a server audits: the one holding an advisory lock on a file
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import IO, Protocol, TypeVar, cast
 
 from rules import budget
-from rules.audit import ObjectAudit, audit_objects
+from rules.audit import ObjectAudit, audit_objects, finding_families
 from rules.causes import CODES
 from rules.cluster import LookupFailed
 from rules.loadaffinity.mutation import source_settings
@@ -69,6 +70,7 @@ class AuditLoop:
         lease: LeaseElector | None = None,
         *,
         workloads: Callable[[], Iterable[Json]] | None = None,
+        by_namespace: bool = False,
     ) -> None:
         self.runtime = runtime
         self.interval = interval
@@ -76,12 +78,11 @@ class AuditLoop:
         self.reports = reports
         self.lease = lease  # None: this process writes reports alone (no other replica)
         self.workloads = workloads  # lists the workloads from the API (webhook/audit/workloads.py); None: none
+        self.by_namespace = by_namespace  # the findings' series per namespace (serve --metrics-namespaces)
         self.last_write: WriteCounts | None = None  # what the last run wrote, when it wrote reports
         self._lock: IO[str] | None = None
-        self._published: set[tuple[str, str]] = set()
         #: Objects past the review budget, by (kind, namespace, name): the object as audited and its report.
         self._refused: dict[tuple[str, str, str], tuple[Json, ObjectAudit]] = {}
-        self._entry_series: set[tuple[str, str, str]] = set()
         self._stopped = threading.Event()
 
     def start(self) -> AuditLoop:
@@ -125,7 +126,9 @@ class AuditLoop:
         return True
 
     def run_once(self) -> dict[tuple[str, str], int]:
-        """Audit once and publish; returns the finding counts by (family, namespace)."""
+        """Audit once and publish; returns the finding counts by (family, namespace), namespace "" unless
+        `by_namespace`. The series are replaced whole: a namespace without findings now (deleted, or fixed) has
+        none, and every family one at namespace "" (0 when it has none)."""
         started = time.monotonic()
         runtime = self.runtime
         view = cast(Indexed, runtime.view)
@@ -149,16 +152,16 @@ class AuditLoop:
         stuck: Counter[str] = Counter()
         for report in _yielding(reports):  # every pass over every object or report is in time slices
             if report.findings:
-                counts.update((f.family, report.namespace) for f in report.findings)
+                namespace = report.namespace if self.by_namespace else ""
+                counts.update((f.family, namespace) for f in report.findings)
             if report.cause is not None:
                 stuck[report.cause.code] += 1
         for code in CODES:  # every code, so that a cause that went away reads 0
             metrics.AUDIT_STUCK.labels(code).set(stuck[code])
-        for key in self._published - set(counts):
-            metrics.AUDIT_FINDINGS.labels(*key).set(0)  # a series that vanished would keep its last value
+        findings: dict[tuple[str, ...], float] = {(family, ""): 0 for family in finding_families()}
         for key, count in counts.items():
-            metrics.AUDIT_FINDINGS.labels(*key).set(count)
-        self._published |= set(counts)
+            findings[key] = count
+        metrics.AUDIT_FINDINGS.publish(findings)
         self._publish_entry_nodes()
         metrics.AUDIT_LAST_RUN.set(time.time())
         if self.reports is not None:
@@ -248,16 +251,12 @@ class AuditLoop:
             found = entry_nodes(settings.load_affinity, runtime.view, runtime.policy.velero_namespace)
         except LookupFailed:
             return  # not synced yet: the next run publishes
-        series: dict[tuple[str, str, str], int] = {}
+        series: dict[tuple[str, ...], float] = {}
         for entry in found:
             storage_class = entry.storage_class or "*"
             series[(str(entry.index), storage_class, "ready")] = entry.with_agent
             series[(str(entry.index), storage_class, "missing")] = entry.without
-        for key in self._entry_series - set(series):
-            metrics.LOAD_AFFINITY_NODES.remove(*key)  # an entry that is gone is no series, not a zero
-        for key, value in series.items():
-            metrics.LOAD_AFFINITY_NODES.labels(*key).set(value)
-        self._entry_series = set(series)
+        metrics.LOAD_AFFINITY_NODES.publish(series)  # an entry that is gone is no series, not a zero
 
 
 class _Slices:

@@ -34,7 +34,16 @@ def add_parser(sub: Any) -> None:
         type=Path,
         metavar="FILE",
         help="answer /mutate and /validate only to TLS clients presenting a certificate signed by a CA in FILE\n"
-        "(PEM; kube-apiserver's, docs/operations.md); /healthz, /readyz and /metrics need none. Reloaded on change",
+        "itself, with the clientAuth extended key usage and a --client-name (PEM; kube-apiserver's,\n"
+        "docs/operations.md); /healthz, /readyz and /metrics need none. Reloaded on change",
+    )
+    serve.add_argument(
+        "--client-name",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --client-ca: the identity kube-apiserver's client certificate presents, its common name or a\n"
+        "DNS subject alternative name, matched exactly (repeatable; at least one is required)",
     )
     serve.add_argument("--policy", type=Path, help="policy file: a bare policy document or a ConfigMap")
     cluster_files(serve, "static cluster state manifests (default: live state from the Kubernetes API)")
@@ -98,6 +107,12 @@ def add_parser(sub: Any) -> None:
         "--trivial-endpoint",
         action="store_true",
         help="also serve POST /allow, which parses a review and allows it (benchmark floor)",
+    )
+    serve.add_argument(
+        "--metrics-namespaces",
+        action="store_true",
+        help="label the audit's findings on /metrics by namespace too (default: by family only: /metrics needs\n"
+        "no certificate, and would name every namespace with findings)",
     )
     serve.add_argument(
         "--audit-interval",
@@ -188,6 +203,9 @@ def _serve_files(args: argparse.Namespace) -> int:
     if args.client_ca and (problem := _client_ca_problem(args.client_ca)):
         print(f"storage-affinity-webhook: --client-ca {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if problem := _client_names_problem(args.client_ca, args.client_name):
+        print(f"storage-affinity-webhook: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.audit_interval < 0:
         print(f"storage-affinity-webhook: --audit-interval {args.audit_interval:g}: 0 (off) or more", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -200,6 +218,7 @@ def _serve_files(args: argparse.Namespace) -> int:
             cert=args.cert,
             key=args.key,
             client_ca=args.client_ca,
+            client_names=tuple(args.client_name),
             bind=args.bind,
             workers=args.workers,
             policy_file=args.policy,
@@ -217,6 +236,7 @@ def _serve_files(args: argparse.Namespace) -> int:
             lookup_timeout=args.lookup_timeout,
             start_timeout=args.start_timeout,
             audit_interval=args.audit_interval,
+            metrics_namespaces=args.metrics_namespaces,
             reports=args.reports,
             lease_name=args.lease_name,
             lease_duration=args.lease_duration,
@@ -235,6 +255,22 @@ def _client_ca_problem(path: Path) -> str | None:
         load_certs_pem(path.read_bytes())
     except ValueError:
         return f"{path}: no PEM certificate could be read from it (a CA bundle: -----BEGIN CERTIFICATE----- blocks)"
+    return None
+
+
+def _client_names_problem(client_ca: Path | None, names: list[str]) -> str | None:
+    """Why the client identities cannot be used, or None: a CA alone would let every certificate it signs ask (a
+    shared CA signs for tenants too), and a name without a CA checks nothing."""
+    if client_ca is None:
+        return "--client-name needs --client-ca" if names else None
+    if not names:
+        return (
+            "--client-ca needs at least one --client-name: the CN or DNS SAN of kube-apiserver's client certificate "
+            "(docs/operations.md#only-the-api-server-asks)"
+        )
+    for name in names:
+        if not 0 < len(name) <= 253 or not name.isprintable() or name != name.strip():
+            return f"--client-name {name!r}: 1 to 253 printable characters, no leading or trailing space"
     return None
 
 

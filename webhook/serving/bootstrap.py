@@ -87,7 +87,15 @@ def _start_audit(runtime: Runtime, settings: Settings) -> None:
 
     lease, writer = _report_writer(settings) if settings.live and settings.reports != "off" else (None, None)
     workloads = _workload_lister(settings) if settings.live else None
-    AuditLoop(runtime, settings.audit_interval, lock_path(), reports=writer, lease=lease, workloads=workloads).start()
+    AuditLoop(
+        runtime,
+        settings.audit_interval,
+        lock_path(),
+        reports=writer,
+        lease=lease,
+        workloads=workloads,
+        by_namespace=settings.metrics_namespaces,
+    ).start()
 
 
 def _workload_lister(settings: Settings) -> Callable[[], Iterable[Json]]:

@@ -14,7 +14,7 @@ import gevent
 from gunicorn.http.body import ChunkedReader
 from gunicorn.http.errors import ParseException
 
-from webhook.app.body import BodyError, too_large
+from webhook.app.body import FRAMING, GONE, TIMEOUT, BodyError, too_large
 
 # After answering a request whose body it did not read to the end (413 on its declared size, for one), the worker
 # reads and discards what the client still sends for this long, up to LINGER_BYTES, before it closes: closing with
@@ -52,7 +52,7 @@ class BoundedInput:
         0: a line, whose length says nothing about the end)."""
         if self.error is not None:
             raise self.error
-        expired = BodyError(408, f"request body did not arrive in full within {self._timeout:g}s")
+        expired = BodyError(408, f"request body did not arrive in full within {self._timeout:g}s", TIMEOUT)
         try:
             with gevent.Timeout(max(self._deadline - time.monotonic(), 1e-3), expired):
                 data: bytes = read()
@@ -60,7 +60,7 @@ class BoundedInput:
             self.error = exc
             raise
         except ParseException as exc:
-            self.error = BodyError(400, f"request body has invalid chunked framing ({type(exc).__name__})")
+            self.error = BodyError(400, f"request body has invalid chunked framing ({type(exc).__name__})", FRAMING)
             raise self.error from None
         except (OSError, ValueError):  # gunicorn's NoMoreData is an OSError; ssl errors are too
             self.error = _gone()
@@ -76,7 +76,7 @@ class BoundedInput:
 
 
 def _gone() -> BodyError:
-    return BodyError(400, "the client closed the connection before the request body ended")
+    return BodyError(400, "the client closed the connection before the request body ended", GONE)
 
 
 def bound_chunks(reader: ChunkedReader, limit: int) -> None:

@@ -50,6 +50,13 @@ def _ssl_context_factory(client_ca: Path | None) -> Callable[[Any, Callable[[], 
     return ssl_context
 
 
+def _client_authorities() -> tuple[Any, ...]:
+    """The client CA file's certificates as this worker's TLS context holds them now (none before its first
+    handshake: then no connection can have presented a certificate)."""
+    tls = _TLS.get(os.getpid())
+    return tls.client_authorities if tls is not None else ()
+
+
 def _child_exit(server: Any, worker: Any) -> None:
     from webhook.metrics import worker_exited
 
@@ -106,7 +113,9 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
         self.runtime = app.extensions["runtime"]
         if self.settings.client_ca is None:
             return app
-        return require_client_certificate(app, {f"/{name}" for name in ENDPOINTS})
+        return require_client_certificate(
+            app, {f"/{name}" for name in ENDPOINTS}, self.settings.client_names, _client_authorities
+        )
 
     # What the worker asks before it accepts connections (webhook/serving/worker.py).
 

@@ -39,7 +39,9 @@ Under abuse it bounds what a connection may hold (the read timeout is `Settings.
 - a request's body must arrive in full within the read timeout of its headers, or the app answers 408; chunk sizes
   that add up past the body limit get 413 before the chunk is read (also sizes beyond 64 bits); invalid chunked
   framing gets 400, and a client that closes the connection mid-body one log line (webhook/serving/requestbody.py,
-  webhook/app/body.py). The connection is then closed: where its next request would start is unknown;
+  webhook/app/body.py). The connection is then closed: where its next request would start is unknown. Each
+  kind of broken body, and gunicorn's line for a request it cannot parse, is logged at most once a minute with
+  the count it stands for (webhook/logs.py `Throttle`): any client can send them as fast as it likes;
 - when the worker runs short of connections (`worker_connections`), each new one closes the idlest one first
   (webhook/serving/connections.py): one that has not sent a request yet before a kept-alive one, never one whose request
   is being answered. Thousands of idle connections and stalled handshakes cannot keep a review out.
@@ -64,11 +66,14 @@ from gunicorn.sock import ssl_context
 from gunicorn.workers.ggevent import GeventWorker
 
 from rules import deadline
+from webhook.logs import ThrottledLines
 from webhook.serving.connections import Connections
 from webhook.serving.requestbody import BoundedInput, bound_chunks, linger
 from webhook.settings import Settings
 
 _original_poll = get_original("select", "poll")
+#: How gunicorn's line for a request it cannot parse starts (gunicorn/workers/base.py `handle_error`).
+INVALID_REQUEST = "Invalid request from ip="
 POLL = 0.1  # seconds between checks while running and while draining
 # Seconds a new connection has to start its first request before shutdown counts it idle: Go's net/http
 # `Server.Shutdown` waits as long for a connection that has not sent its first request (golang/go#22682).
@@ -105,6 +110,8 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         self._listener_names = {listener: listener.getsockname() for listener in self.sockets}
 
     def run(self) -> None:
+        # gunicorn logs a WARNING line for every request it cannot parse: any client could flood the log with them.
+        self.log.error_log.addFilter(ThrottledLines({INVALID_REQUEST: "invalid request"}))
         # Stopped while waiting: the servers still start, for the drain to answer what the kernel already queued
         # (closing the listener would reset it); the master's filter lets no new handshake complete meanwhile.
         self._await_loaded()
