@@ -450,9 +450,19 @@ def storage_class(name: str) -> st.SearchStrategy[Json]:
     )
 
 
+#: Tolerations of Velero's node-agent ConfigMap: for the nodes' taints (`node`) and every operator.
+VELERO_TOLERATIONS: tuple[Json, ...] = (
+    {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "disk", "operator": "Equal", "value": "ssd"},
+    {"operator": "Exists"},
+)
+
+
 def velero_config_map() -> st.SearchStrategy[Json]:
     valid = st.builds(
-        lambda la, bp, rp: json.dumps(present(loadAffinity=la, backupPVC=bp, restorePVC=rp)),
+        lambda la, bp, rp, tol, labels, cache: json.dumps(
+            present(loadAffinity=la, backupPVC=bp, restorePVC=rp, tolerations=tol, podLabels=labels, cachePVC=cache)
+        ),
         load_affinity_entries(valid=True),
         _maybe(
             st.dictionaries(
@@ -460,10 +470,22 @@ def velero_config_map() -> st.SearchStrategy[Json]:
             )
         ),
         _maybe(st.builds(lambda b: {"ignoreDelayBinding": b}, st.booleans())),
+        _maybe(st.lists(st.sampled_from(VELERO_TOLERATIONS), max_size=2)),  # velero-io/velero#9575
+        _maybe(st.just({"team": "backup"})),  # vmware-tanzu/velero#9452
+        _maybe(st.builds(lambda c: {"storageClass": c, "residentThresholdInMB": 1024}, st.sampled_from(CLASSES))),
     )
     invalid = st.one_of(
         load_affinity_entries(valid=False).map(lambda es: json.dumps({"loadAffinity": es})),
-        st.sampled_from(("{", "[]", '{"loadAffinity": {}}', '{"backupPVC": {"gp3": {"storageClass": 5}}}')),
+        st.sampled_from(
+            (
+                "{",
+                "[]",
+                '{"loadAffinity": {}}',
+                '{"backupPVC": {"gp3": {"storageClass": 5}}}',
+                '{"tolerations": [{"key": "backup", "operator": "In"}]}',
+                '{"podLabels": {"team/": "x"}}',
+            )
+        ),
     )
     data = st.one_of(
         st.builds(lambda text: {"node-agent-config.json": text}, valid | invalid),
