@@ -535,6 +535,35 @@ def data_source_refs() -> st.SearchStrategy[Json]:
         ),
         st.sampled_from((*CLAIMS, "absent-claim")).map(lambda n: {"kind": "PersistentVolumeClaim", "name": n}),
         st.just({"apiGroup": "cdi.kubevirt.io", "kind": "VolumeImportSource", "name": "import-1"}),
+        st.sampled_from((DESTINATION, "absent-dest")).map(
+            lambda n: {"apiGroup": "volsync.backube", "kind": "ReplicationDestination", "name": n}
+        ),
+    )
+
+
+#: The VolSync ReplicationDestination a claim's `dataSourceRef` may name (its volume populator).
+DESTINATION = "dest-1"
+
+
+def replication_destination() -> st.SearchStrategy[Json]:
+    """VolSync's ReplicationDestination as its controller leaves it (backube/volsync api/v1alpha1
+    replicationdestination_types.go): no sync yet, or `status.latestImage` naming a pooled snapshot, one that is
+    gone, or a claim (Direct copy method, which the populator refuses)."""
+    images = st.one_of(
+        st.sampled_from((*SNAPSHOTS, "absent-snap")).map(
+            lambda n: {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": n}
+        ),
+        st.just({"kind": "PersistentVolumeClaim", "name": "volsync-dest-1-dest"}),
+    )
+    return st.builds(
+        lambda image: {
+            "apiVersion": "volsync.backube/v1alpha1",
+            "kind": "ReplicationDestination",
+            "metadata": {"name": DESTINATION, "namespace": NAMESPACE},
+            "spec": {"restic": {"repository": "restic-secret", "copyMethod": "Snapshot"}},
+            **({"status": {"latestImage": image}} if image is not None else {}),
+        },
+        _maybe(images),
     )
 
 
@@ -629,6 +658,8 @@ def data_source_objects(draw: st.DrawFn) -> list[Json]:
     out.extend(draw(data_volume(c)) for c in draw(st.lists(st.sampled_from(CLAIMS[:2]), max_size=2, unique=True)))
     if draw(st.booleans()):
         out.append(prime_claim())
+    if draw(st.booleans()):
+        out.append(draw(replication_destination()))
     return out
 
 
@@ -933,12 +964,26 @@ def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
             },
         }
     )
-    kind = draw(st.sampled_from(("snapshot", "snapshot", "clone")))
-    if kind == "snapshot":
+    kind = draw(st.sampled_from(("snapshot", "snapshot", "clone", "populator")))
+    field = draw(st.sampled_from(("dataSource", "dataSourceRef")))
+    if kind in ("snapshot", "populator"):
         state.append(sourceobjects.volume_snapshot("snap-1", NAMESPACE, "data", content="content-snap-1"))
+        back = {"name": "snap-1", "namespace": NAMESPACE}
+        state.append(
+            sourceobjects.snapshot_content(
+                "content-snap-1", driver="topolvm.io", handle="pv-data", snapshot=back, status={"readyToUse": True}
+            )
+        )
         ref = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "snap-1"}
     else:
         ref = {"kind": "PersistentVolumeClaim", "name": "data"}
+    if kind == "populator":  # VolSync's volume populator: only a dataSourceRef names a ReplicationDestination
+        state = [o for o in state if o["kind"] != "ReplicationDestination"]
+        state.append(draw(replication_destination()) | {"status": {"latestImage": ref}})
+        ref, field = (
+            {"apiGroup": "volsync.backube", "kind": "ReplicationDestination", "name": DESTINATION},
+            "dataSourceRef",
+        )
     state.append(
         {
             "apiVersion": "v1",
@@ -947,7 +992,7 @@ def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
             "spec": {
                 "accessModes": ["ReadWriteOnce"],
                 "storageClassName": "local-disk",
-                draw(st.sampled_from(("dataSource", "dataSourceRef"))): ref,
+                field: ref,
             },
             "status": {"phase": "Pending"},
         }

@@ -375,3 +375,6 @@ class ClusterIndex:
 
     def reference_grants(self, namespace: str) -> list[Json]:
         return self._links.reference_grants(namespace)
+
+    def replication_destination(self, namespace: str, name: str) -> Json | None:
+        return self._objects["ReplicationDestination"].get((namespace, name))
