@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -93,3 +94,28 @@ def test_only_a_trusted_backup_or_restore_pod_counts_them() -> None:
     plain = {"name": "app", "namespace": "velero"}
     assert data_mover_tolerations(view, policy(SOURCE), "velero", plain) == ()
     assert data_mover_tolerations(view, policy(), "velero", pod["metadata"]) == ()  # no loadAffinitySource
+
+
+def test_a_test_suite_counts_them_for_a_backup_pod(tmp_path: Path) -> None:
+    """`storage-affinity-webhook test`: a backup pod's `nodes` include the node tainted for backups that Velero's
+    ConfigMap tolerates, though the suite's pod, written before Velero made it, carries no toleration."""
+    import yaml
+
+    from webhook.cli.suitefile import load_suite
+    from webhook.cli.suites import run_case
+
+    taint = {"key": "backup", "value": "true", "effect": "NoSchedule"}
+    cluster = [tainted("w0", [taint]), tainted("w1", []), config_map([{"key": "backup", "operator": "Exists"}])]
+    pod = velero.exposer_pod("backup", claims=())
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": cluster}))
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(SOURCE))
+    suite_doc = {
+        "policy": "policy.yaml",
+        "cluster": ["cluster.yaml"],
+        "cases": [{"name": "backup", "resource": pod, "expect": {"allowed": True, "nodes": ["w0", "w1"]}}],
+    }
+    (tmp_path / "storage-affinity-test.yaml").write_text(yaml.safe_dump(suite_doc))
+    suite = load_suite(tmp_path / "storage-affinity-test.yaml")
+    assert suite.problems == []
+    (case,) = suite.cases
+    assert run_case(suite, case) == []
