@@ -33,8 +33,10 @@ from rules.deadline import PastDeadline
 from rules.kube.disclosed import disclosed_spec
 from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
 from rules.kube.workloads import TEMPLATE_PATHS
+from rules.loadaffinity.loaded import config_not_loaded
 from rules.loadaffinity.nodeagents import FAMILY as NODE_AGENT
 from rules.loadaffinity.nodeagents import pending_pod_problem
+from rules.loadaffinity.validation import FAMILY as LOAD_AFFINITY
 from rules.model import Decision, Json, Subject
 from rules.pipeline import PAST_DEADLINE, RULE_ERROR, STRICT_FAMILIES
 from rules.policy import Policy, validation_families
@@ -206,6 +208,11 @@ def _audit(
             severity = policy.enforcement_for(budget.FAMILY)
             report.findings.append(AuditFinding(budget.FAMILY, "", mutation.over_budget or "", severity))
         return  # where it would go and why it waits would cost past the budget too
+    if kind == "ConfigMap" and (namespace, name) == policy.load_affinity_source:
+        with deadline.running():
+            if (unloaded := config_not_loaded(view, policy)) is not None:
+                message = f"{unloaded.message}; remedy: {unloaded.remedy}"
+                report.findings.append(AuditFinding(LOAD_AFFINITY, "", message, "warn"))
     if kind != "Pod" or not mutation.allowed:
         return
     if between is not None:

@@ -64,6 +64,10 @@ class ClusterView(Protocol):
         """A CDI DataVolume (cdi.kubevirt.io); None when unknown or its API is not served."""
         ...
 
+    def replication_destination(self, namespace: str, name: str) -> Json | None:
+        """A VolSync ReplicationDestination (volsync.backube); None when unknown or its API is not served."""
+        ...
+
     def reference_grants(self, namespace: str) -> list[Json]:
         """The ReferenceGrants (gateway.networking.k8s.io) of `namespace`; none when unknown or its API is not
         served (rules/kube/referencegrants.py)."""

@@ -5,17 +5,19 @@ kubevirt/containerized-data-importer#3287). With `WaitForFirstConsumer` the sche
 without knowing that, so the pod must be told.
 
 Only claims that are unbound, of a WaitForFirstConsumer class and have a `dataSource`/`dataSourceRef` of kind
-VolumeSnapshot or PersistentVolumeClaim are resolved: every other claim costs one check of fields already read.
+VolumeSnapshot, PersistentVolumeClaim or VolSync's ReplicationDestination are resolved: every other claim costs one
+check of fields already read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rules import deadline
 from rules.cluster import ClusterView
+from rules.datasource.populator import is_populator_ref, latest_image
 from rules.kube.referencegrants import reference_granted
 from rules.kube.volumes import SELECTED_NODE, ClaimVolume, claim_pv, pv_required_terms, waits_for_first_consumer
 from rules.model import Json
@@ -49,14 +51,17 @@ class SourcePlace:
 
 def data_source_ref(pvc: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The claim's `dataSourceRef` (it wins when both are set, as in the API), else its `dataSource`; only a
-    VolumeSnapshot or a PersistentVolumeClaim source, the two kinds a CSI driver provisions from."""
+    VolumeSnapshot or a PersistentVolumeClaim source, the two kinds a CSI driver provisions from, or VolSync's
+    populator, which provisions from a VolumeSnapshot."""
     spec = pvc.get("spec") or {}
     for key in ("dataSourceRef", "dataSource"):
         ref = spec.get(key)
         if isinstance(ref, Mapping) and isinstance(ref.get("name"), str) and ref["name"]:
             kind, group = ref.get("kind"), ref.get("apiGroup") or ""
-            if (kind == "VolumeSnapshot" and group == SNAPSHOT_GROUP) or (
-                kind == "PersistentVolumeClaim" and not group
+            if (
+                (kind == "VolumeSnapshot" and group == SNAPSHOT_GROUP)
+                or (kind == "PersistentVolumeClaim" and not group)
+                or is_populator_ref(ref)
             ):
                 return ref
             return None
@@ -118,7 +123,14 @@ def resolve(
     view: ClusterView, policy: Policy, namespace: str, volume: ClaimVolume, ref: Mapping[str, Any]
 ) -> SourcePlace:
     """Follow a claim's source to the PV that holds the data: snapshot → its source claim → PV, or through the
-    VolumeSnapshotContent's CSI handle when that claim is gone; clone → the source claim's PV."""
+    VolumeSnapshotContent's CSI handle when that claim is gone; clone → the source claim's PV; VolSync's populator
+    → its ReplicationDestination's latest snapshot, then as a snapshot (rules/datasource/populator.py)."""
+    if is_populator_ref(ref):
+        image = latest_image(view, namespace, ref)
+        if image.ref is None:
+            return SourcePlace(volume, image.label, UNRESOLVED, why=image.why)
+        place = resolve(view, policy, namespace, volume, image.ref)
+        return replace(place, source=f"{image.label}'s latestImage {place.source}")
     state = source_state(view, namespace, ref)
     if state.obj is None or state.problem:
         return SourcePlace(volume, state.label, UNRESOLVED, why=f"{state.label} {state.problem}")

@@ -10,7 +10,7 @@ rules/kube/tolerations.py), so a pod pinned by `matchFields` or a hostname label
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rules.cluster import ClusterView
@@ -37,12 +37,17 @@ def pod_of(kind: str, obj: Json) -> tuple[Json, Json] | None:
 
 
 def feasible_nodes(
-    view: ClusterView, namespace: str, metadata: Mapping[str, Any], spec: Mapping[str, Any]
+    view: ClusterView,
+    namespace: str,
+    metadata: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    also_tolerated: Sequence[Mapping[str, Any]] = (),
 ) -> list[str]:
     """The names of the known Nodes that pass the filters above for this pod, sorted. Reads its claims and their
-    PVs; `LookupFailed` propagates."""
+    PVs; `LookupFailed` propagates. `also_tolerated` counts as the pod's own tolerations (Velero's, which it puts
+    on its data movers: rules/loadaffinity/movertolerations.py)."""
     local = node_local_terms(claim_volumes(view, namespace, metadata, spec))
-    tolerations = Tolerated(spec.get("tolerations") or ())  # judged against many nodes' taints
+    tolerations = Tolerated([*(spec.get("tolerations") or ()), *also_tolerated])  # judged against many nodes' taints
     pinned = spec.get("nodeName") or ""
     own = required_terms(spec)
     nodes = view.node_set()

@@ -300,6 +300,10 @@ REFERENCE_GRANT = obj(
         ),
     }
 )
+# VolSync's volume populator fills a claim from `status.latestImage` (backube/volsync api/v1alpha1).
+REPLICATION_DESTINATION = obj(
+    {"metadata": METADATA, "status": obj({"latestImage": obj({"apiGroup": string, "kind": string, "name": string})})}
+)
 # The volumes and classes placement reads (rules/kube/volumes.py, rules/loadaffinity).
 PERSISTENT_VOLUME = obj(
     {
@@ -327,5 +331,6 @@ SHAPES.update(
         "VirtualMachine": VIRTUAL_MACHINE,
         "DataVolume": DATA_VOLUME,
         "ReferenceGrant": REFERENCE_GRANT,
+        "ReplicationDestination": REPLICATION_DESTINATION,
     }
 )

@@ -63,6 +63,8 @@ class LoadSettings:
     backup_pvc: Mapping[str, Json] = field(default_factory=dict)
     restore_pvc: Mapping[str, Any] = field(default_factory=dict)
     source: str = "policy"
+    #: The ConfigMap's `tolerations`, which Velero puts on its data movers itself.
+    tolerations: tuple[Json, ...] = ()
 
 
 def mutate_backup(ctx: Context, target: PodTarget) -> None:
@@ -80,7 +82,7 @@ def _mutate(ctx: Context, target: PodTarget, role: str) -> None:
         return
     scope = _place(ctx, target, role)
     if scope is not None:
-        restrict_to_node_agents(ctx, target, scope)
+        restrict_to_node_agents(ctx, target, scope, source_settings(ctx.view, ctx.policy)[0].tolerations)
 
 
 def _place(ctx: Context, target: PodTarget, role: str) -> str | None:
@@ -164,7 +166,7 @@ def settings_for(ctx: Context, target: PodTarget) -> LoadSettings | None:
     if errors or unknown:
         ctx.warn(f"{at} is invalid: load affinity not applied")
         return None
-    return LoadSettings(tuple(entries), settings.backup_pvc, settings.restore_pvc, "annotation")
+    return LoadSettings(tuple(entries), settings.backup_pvc, settings.restore_pvc, "annotation", settings.tolerations)
 
 
 def _source_settings(ctx: Context) -> LoadSettings:
@@ -200,7 +202,10 @@ def _settings_of(policy: Policy, config_map: Json | None) -> tuple[LoadSettings,
         config = read_config(config_map)
     except VeleroConfigError:
         return own, f"loadAffinitySource ConfigMap {namespace}/{name} is invalid: using the policy's own lists"
-    return LoadSettings(config.load_affinity, config.backup_pvc, config.restore_pvc, f"{namespace}/{name}"), ""
+    found = LoadSettings(
+        config.load_affinity, config.backup_pvc, config.restore_pvc, f"{namespace}/{name}", config.tolerations
+    )
+    return found, ""
 
 
 # --- storage class ------------------------------------------------------------------------------------------

@@ -66,8 +66,11 @@ def node_agent_ready(view: ClusterView, namespace: str, node: str) -> bool | Non
     return None if not agents.known else node in agents.ready
 
 
-def restrict_to_node_agents(ctx: Context, target: PodTarget, scope: str) -> None:
-    """The step after load affinity for backup and restore pods; `scope` names what chose the nodes (warnings)."""
+def restrict_to_node_agents(
+    ctx: Context, target: PodTarget, scope: str, velero_tolerations: Sequence[Json] = ()
+) -> None:
+    """The step after load affinity for backup and restore pods; `scope` names what chose the nodes (warnings).
+    `velero_tolerations`, those of Velero's ConfigMap, count as the pod's own: Velero puts them on its data movers."""
     policy = ctx.policy
     if policy.node_agent_mode == OFF:
         return
@@ -83,7 +86,7 @@ def restrict_to_node_agents(ctx: Context, target: PodTarget, scope: str) -> None
         return
     terms = current_terms(target)
     selector = dict(target.patch.get("spec", "nodeSelector", default=None) or {})
-    tolerations = list(target.patch.get("spec", "tolerations", default=None) or [])
+    tolerations = [*(target.patch.get("spec", "tolerations", default=None) or ()), *velero_tolerations]
     found = split(ctx.view, agents, Constraints(terms, selector, tolerations), policy.node_agent_max_names)
     if not found.admissible or not found.without:
         return

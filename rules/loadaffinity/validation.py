@@ -14,13 +14,16 @@ from typing import Any
 from rules.annotations import LOAD_AFFINITY, STORAGE_CLASS
 from rules.budget import check_entries
 from rules.checks.policy import loaded_policy
+from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
+from rules.kube.names import dns1123_subdomain_error
 from rules.kube.selectors import Problem
+from rules.kube.volumes import WAIT_FOR_FIRST_CONSUMER
 from rules.loadaffinity.entries import backup_pvc_cluster_problems, entry_cluster_problems
 from rules.loadaffinity.nodeagents import entry_node_agent_problems, velero_namespace
 from rules.loadaffinity.velero import config_document, config_problems
 from rules.model import Json, Severity
-from rules.policy import POLICY_KEY, POLICY_LABEL, PolicyError
+from rules.policy import POLICY_KEY, POLICY_LABEL, Policy, PolicyError
 from rules.safeload import JsonError, load_json
 
 FAMILY = "loadAffinity"
@@ -47,10 +50,32 @@ def velero_config_map(ctx: Context, config_map: Json) -> None:
     if isinstance(entries, list):
         _warn(ctx, entry_cluster_problems(entries, f"{base}.loadAffinity", ctx.view))
     _warn(ctx, backup_pvc_cluster_problems(doc.get("backupPVC"), f"{base}.backupPVC", ctx.view))
+    _warn(ctx, _cache_class_problems(doc.get("cachePVC"), f"{base}.cachePVC.storageClass", ctx.view, ctx.policy))
     if isinstance(entries, list):
         # The node-agent ConfigMap lives in Velero's namespace, with its node-agents.
         agents_in = velero_namespace(ctx.policy, namespace)
         _warn(ctx, entry_node_agent_problems(entries, f"{base}.loadAffinity", ctx.view, ctx.policy, agents_in))
+
+
+def _cache_class_problems(cache: Any, path: str, view: ClusterView, policy: Policy) -> list[Problem]:
+    """A `cachePVC` StorageClass that does not exist (every restore's cache claim would stay Pending), or one of a
+    node-local driver that binds at once: Velero creates the cache claim before its restore pod, so its volume
+    lands on a node chosen without the restore's target, and the pod, which needs both, may fit nowhere."""
+    target = cache.get("storageClass") if isinstance(cache, Mapping) else None
+    if not isinstance(target, str) or not target or dns1123_subdomain_error(target) is not None:
+        return []
+    sc = view.storage_class(target)
+    if sc is None:
+        return [(path, f'StorageClass "{target}" does not exist in the cluster')]
+    if sc.get("provisioner") in policy.node_local_drivers and sc.get("volumeBindingMode") != WAIT_FOR_FIRST_CONSUMER:
+        return [
+            (
+                path,
+                f"StorageClass {target} is node-local ({sc.get('provisioner')}) and binds at once: a cache volume "
+                f"would be made before its restore pod, on any node; use {WAIT_FOR_FIRST_CONSUMER}",
+            )
+        ]
+    return []
 
 
 def policy_config_map_cluster(ctx: Context, config_map: Json) -> None:

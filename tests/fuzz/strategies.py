@@ -450,9 +450,19 @@ def storage_class(name: str) -> st.SearchStrategy[Json]:
     )
 
 
+#: Tolerations of Velero's node-agent ConfigMap: for the nodes' taints (`node`) and every operator.
+VELERO_TOLERATIONS: tuple[Json, ...] = (
+    {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "disk", "operator": "Equal", "value": "ssd"},
+    {"operator": "Exists"},
+)
+
+
 def velero_config_map() -> st.SearchStrategy[Json]:
     valid = st.builds(
-        lambda la, bp, rp: json.dumps(present(loadAffinity=la, backupPVC=bp, restorePVC=rp)),
+        lambda la, bp, rp, tol, labels, cache: json.dumps(
+            present(loadAffinity=la, backupPVC=bp, restorePVC=rp, tolerations=tol, podLabels=labels, cachePVC=cache)
+        ),
         load_affinity_entries(valid=True),
         _maybe(
             st.dictionaries(
@@ -460,10 +470,22 @@ def velero_config_map() -> st.SearchStrategy[Json]:
             )
         ),
         _maybe(st.builds(lambda b: {"ignoreDelayBinding": b}, st.booleans())),
+        _maybe(st.lists(st.sampled_from(VELERO_TOLERATIONS), max_size=2)),  # velero-io/velero#9575
+        _maybe(st.just({"team": "backup"})),  # vmware-tanzu/velero#9452
+        _maybe(st.builds(lambda c: {"storageClass": c, "residentThresholdInMB": 1024}, st.sampled_from(CLASSES))),
     )
     invalid = st.one_of(
         load_affinity_entries(valid=False).map(lambda es: json.dumps({"loadAffinity": es})),
-        st.sampled_from(("{", "[]", '{"loadAffinity": {}}', '{"backupPVC": {"gp3": {"storageClass": 5}}}')),
+        st.sampled_from(
+            (
+                "{",
+                "[]",
+                '{"loadAffinity": {}}',
+                '{"backupPVC": {"gp3": {"storageClass": 5}}}',
+                '{"tolerations": [{"key": "backup", "operator": "In"}]}',
+                '{"podLabels": {"team/": "x"}}',
+            )
+        ),
     )
     data = st.one_of(
         st.builds(lambda text: {"node-agent-config.json": text}, valid | invalid),
@@ -513,6 +535,35 @@ def data_source_refs() -> st.SearchStrategy[Json]:
         ),
         st.sampled_from((*CLAIMS, "absent-claim")).map(lambda n: {"kind": "PersistentVolumeClaim", "name": n}),
         st.just({"apiGroup": "cdi.kubevirt.io", "kind": "VolumeImportSource", "name": "import-1"}),
+        st.sampled_from((DESTINATION, "absent-dest")).map(
+            lambda n: {"apiGroup": "volsync.backube", "kind": "ReplicationDestination", "name": n}
+        ),
+    )
+
+
+#: The VolSync ReplicationDestination a claim's `dataSourceRef` may name (its volume populator).
+DESTINATION = "dest-1"
+
+
+def replication_destination() -> st.SearchStrategy[Json]:
+    """VolSync's ReplicationDestination as its controller leaves it (backube/volsync api/v1alpha1
+    replicationdestination_types.go): no sync yet, or `status.latestImage` naming a pooled snapshot, one that is
+    gone, or a claim (Direct copy method, which the populator refuses)."""
+    images = st.one_of(
+        st.sampled_from((*SNAPSHOTS, "absent-snap")).map(
+            lambda n: {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": n}
+        ),
+        st.just({"kind": "PersistentVolumeClaim", "name": "volsync-dest-1-dest"}),
+    )
+    return st.builds(
+        lambda image: {
+            "apiVersion": "volsync.backube/v1alpha1",
+            "kind": "ReplicationDestination",
+            "metadata": {"name": DESTINATION, "namespace": NAMESPACE},
+            "spec": {"restic": {"repository": "restic-secret", "copyMethod": "Snapshot"}},
+            **({"status": {"latestImage": image}} if image is not None else {}),
+        },
+        _maybe(images),
     )
 
 
@@ -607,6 +658,8 @@ def data_source_objects(draw: st.DrawFn) -> list[Json]:
     out.extend(draw(data_volume(c)) for c in draw(st.lists(st.sampled_from(CLAIMS[:2]), max_size=2, unique=True)))
     if draw(st.booleans()):
         out.append(prime_claim())
+    if draw(st.booleans()):
+        out.append(draw(replication_destination()))
     return out
 
 
@@ -911,12 +964,26 @@ def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
             },
         }
     )
-    kind = draw(st.sampled_from(("snapshot", "snapshot", "clone")))
-    if kind == "snapshot":
+    kind = draw(st.sampled_from(("snapshot", "snapshot", "clone", "populator")))
+    field = draw(st.sampled_from(("dataSource", "dataSourceRef")))
+    if kind in ("snapshot", "populator"):
         state.append(sourceobjects.volume_snapshot("snap-1", NAMESPACE, "data", content="content-snap-1"))
+        back = {"name": "snap-1", "namespace": NAMESPACE}
+        state.append(
+            sourceobjects.snapshot_content(
+                "content-snap-1", driver="topolvm.io", handle="pv-data", snapshot=back, status={"readyToUse": True}
+            )
+        )
         ref = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "snap-1"}
     else:
         ref = {"kind": "PersistentVolumeClaim", "name": "data"}
+    if kind == "populator":  # VolSync's volume populator: only a dataSourceRef names a ReplicationDestination
+        state = [o for o in state if o["kind"] != "ReplicationDestination"]
+        state.append(draw(replication_destination()) | {"status": {"latestImage": ref}})
+        ref, field = (
+            {"apiGroup": "volsync.backube", "kind": "ReplicationDestination", "name": DESTINATION},
+            "dataSourceRef",
+        )
     state.append(
         {
             "apiVersion": "v1",
@@ -925,7 +992,7 @@ def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
             "spec": {
                 "accessModes": ["ReadWriteOnce"],
                 "storageClassName": "local-disk",
-                draw(st.sampled_from(("dataSource", "dataSourceRef"))): ref,
+                field: ref,
             },
             "status": {"phase": "Pending"},
         }

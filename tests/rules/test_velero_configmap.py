@@ -13,8 +13,8 @@ from rules.messages import denial_message
 from rules.model import Json
 from tests.support import DATA, EXAMPLES, load_yaml, policy, subject, table_cases, view_from
 
-INVALID_KEYS = {"config", "data", "name", "violations", "warnings"}
-VALID_KEYS = {"config", "name", "warnings"}
+INVALID_KEYS = {"config", "data", "name", "source", "violations", "warnings"}
+VALID_KEYS = {"config", "name", "source", "warnings"}
 
 TABLE = load_yaml(DATA / "loadaffinity" / "validation.yaml")
 CLUSTER = load_yaml(DATA / "loadaffinity" / "cluster.yaml")

@@ -133,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
 def run_case(suite: Suite, case: Case) -> list[Failure]:
     """Review the case's object as `review` does, and what it expects that did not come."""
     from rules.kube.feasible import feasible_nodes, pod_of
+    from rules.loadaffinity.movertolerations import data_mover_tolerations
     from webhook.cli.review import review
 
     assert suite.policy is not None and suite.view is not None  # a suite with cases loaded both
@@ -142,7 +143,8 @@ def run_case(suite: Suite, case: Case) -> list[Failure]:
     nodes = None
     tolerations: list[Json] = []
     if pod is not None and "nodes" in case.expect:
-        nodes = feasible_nodes(suite.view, subject.namespace, *pod)
+        velero = data_mover_tolerations(suite.view, suite.policy, subject.namespace, pod[0], subject.user)
+        nodes = feasible_nodes(suite.view, subject.namespace, *pod, velero)
     if pod is not None:
         tolerations = list(pod[1].get("tolerations") or [])
     outcome = Outcome(

@@ -89,6 +89,12 @@ def _reference_grant(obj: Mapping[str, Any], out: Json) -> None:
     }
 
 
+def _replication_destination(obj: Mapping[str, Any], out: Json) -> None:
+    latest = (obj.get("status") or {}).get("latestImage")
+    if isinstance(latest, Mapping):
+        out["status"] = {"latestImage": {k: latest[k] for k in ("apiGroup", "kind", "name") if k in latest}}
+
+
 #: kind → what its trimmed object keeps besides name and namespace.
 TRIMMERS: dict[str, Callable[[Mapping[str, Any], Json], None]] = {
     "VolumeSnapshot": _snapshot,
@@ -96,6 +102,7 @@ TRIMMERS: dict[str, Callable[[Mapping[str, Any], Json], None]] = {
     "VirtualMachine": _virtual_machine,
     "DataVolume": _data_volume,
     "ReferenceGrant": _reference_grant,
+    "ReplicationDestination": _replication_destination,
 }
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from rules.kube.nodeaffinity import REQUIRED_KEY, required_node_affinity
 from rules.kube.nodeset import NodeSet
 from rules.kube.volumes import claim_references
-from rules.loadaffinity.agents import NO_AGENTS, AgentState, NodeAgents, agent_state, is_node_agent
+from rules.loadaffinity.agents import NO_AGENTS, AgentState, NodeAgents, agent_state, is_node_agent, last_changed
 from rules.model import PREFIX, Json, namespaced_name
 from webhook.state.datasources import TRIMMERS, SourceLinks, trim_data_source
 from webhook.state.kinds import STATE_KINDS
@@ -48,7 +48,7 @@ def claims_of(pod: Mapping[str, Any]) -> list[str]:
 _METADATA: dict[str, tuple[str, ...]] = {
     "Pod": ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "labels"),
     "Node": ("name", "labels"),
-    "ConfigMap": ("name", "namespace", "labels"),
+    "ConfigMap": ("name", "namespace", "labels", "creationTimestamp"),
 }
 _NAMES = ("name", "namespace")
 
@@ -104,6 +104,8 @@ def trim(obj: Mapping[str, Any]) -> Json:
             out["status"] = {"conditions": conditions}
     elif kind == "ConfigMap":
         out["data"] = dict(obj.get("data") or {})
+        if changed := last_changed(obj):  # whether Velero's node-agents started before it (the audit)
+            metadata["managedFields"] = [{"time": changed}]
     elif kind in TRIMMERS:
         TRIMMERS[kind](obj, out)
     return out
@@ -310,7 +312,9 @@ class ClusterIndex:
             if not agents:
                 del self._agents[namespace]
         else:
-            self._agents.setdefault(namespace, {})[name] = AgentState(_text(state.node), state.ready)
+            self._agents.setdefault(namespace, {})[name] = AgentState(
+                _text(state.node), state.ready, _text(state.config_map), state.started
+            )
         self._agent_sets.pop(namespace, None)
 
     # -- ClusterView ----------------------------------------------------------------------------------------
@@ -354,7 +358,9 @@ class ClusterIndex:
                 if not agents:
                     return NO_AGENTS
                 ready = frozenset(agent.node for agent in agents.values() if agent.ready)
-                current = self._agent_sets[namespace] = NodeAgents(ready, len(agents))
+                config_maps = frozenset(agent.config_map for agent in agents.values())
+                starts = tuple(sorted(agent.started for agent in agents.values()))
+                current = self._agent_sets[namespace] = NodeAgents(ready, len(agents), config_maps, starts)
         return current
 
     def volume_snapshot(self, namespace: str, name: str) -> Json | None:
@@ -375,3 +381,6 @@ class ClusterIndex:
 
     def reference_grants(self, namespace: str) -> list[Json]:
         return self._links.reference_grants(namespace)
+
+    def replication_destination(self, namespace: str, name: str) -> Json | None:
+        return self._objects["ReplicationDestination"].get((namespace, name))

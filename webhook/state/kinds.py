@@ -136,6 +136,14 @@ STATE_KINDS: tuple[StateKind, ...] = (
         feature="cross-namespace data sources",
         all_namespaces=True,  # a grant lives in the source's namespace, not the pod's
     ),
+    StateKind(
+        "ReplicationDestination",
+        "replicationdestinations",
+        "volsync.backube",
+        "v1alpha1",
+        True,
+        feature="claims filled by VolSync's volume populator",
+    ),
 )
 
 #: The kinds by name.

@@ -344,6 +344,9 @@ class LiveClusterState:
     def reference_grants(self, namespace: str) -> list[Json]:
         return self.index.reference_grants(namespace)
 
+    def replication_destination(self, namespace: str, name: str) -> Json | None:
+        return self.index.replication_destination(namespace, name)
+
 
 def _what(kind: str, namespace: str, name: str) -> str:
     return f"{kind} {namespace}/{name}" if BY_KIND[kind].namespaced else f"{kind} {name}"

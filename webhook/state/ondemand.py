@@ -218,3 +218,7 @@ class OnDemandView:
     def reference_grants(self, namespace: str) -> list[Json]:
         self._custom("ReferenceGrant", namespace, None)
         return self.index.reference_grants(namespace)
+
+    def replication_destination(self, namespace: str, name: str) -> Json | None:
+        self._custom("ReplicationDestination", namespace, name)
+        return self.index.replication_destination(namespace, name)

@@ -1,0 +1,121 @@
+"""Velero's ConfigMap tolerations count as a data mover's own wherever its nodes are judged
+(rules/loadaffinity/movertolerations.py): the same nodes as if the pod carried them, as Velero makes it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rules.kube.feasible import feasible_nodes
+from rules.loadaffinity.movertolerations import data_mover_tolerations
+from rules.model import Json
+from testkit import velero
+from tests.support import DATA, load_yaml, policy, view_from
+
+CLUSTER = load_yaml(DATA / "loadaffinity" / "cluster.yaml")
+SOURCE = {"loadAffinitySource": {"configMap": {"namespace": "velero", "name": "node-agent-config"}}}
+KEYS = ("dedicated", "backup", "spot")
+EFFECTS = ("NoSchedule", "NoExecute", "PreferNoSchedule")
+
+
+def config_map(tolerations: list[Json]) -> Json:
+    data = {"node-agent-config.json": json.dumps({"tolerations": tolerations})}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "node-agent-config", "namespace": "velero"},
+        "data": data,
+    }
+
+
+def tainted(name: str, taints: list[Json]) -> Json:
+    labels = {"kubernetes.io/os": "linux", "kubernetes.io/hostname": name}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"taints": taints},
+    }
+
+
+taints = st.lists(
+    st.builds(
+        lambda k, v, e: {"key": k, "value": v, "effect": e},
+        st.sampled_from(KEYS),
+        st.sampled_from(["", "true"]),
+        st.sampled_from(EFFECTS),
+    ),
+    max_size=2,
+)
+tolerations = st.lists(
+    st.one_of(
+        st.builds(
+            lambda k, e: {"key": k, "operator": "Exists", "effect": e},
+            st.sampled_from(KEYS),
+            st.sampled_from(["", *EFFECTS]),
+        ),
+        st.builds(lambda k: {"key": k, "operator": "Equal", "value": "true"}, st.sampled_from(KEYS)),
+    ),
+    max_size=3,
+)
+
+
+@given(node_taints=st.lists(taints, min_size=1, max_size=4), configured=tolerations)
+def test_configmap_tolerations_judge_as_if_on_the_pod(node_taints: list[list[Json]], configured: list[Json]) -> None:
+    nodes = [tainted(f"w{i}", t) for i, t in enumerate(node_taints)]
+    view = view_from(*CLUSTER, *nodes, config_map(configured))
+    pod = velero.exposer_pod("backup", claims=())
+    counted = data_mover_tolerations(view, policy(SOURCE), "velero", pod["metadata"])
+    assert list(counted) == configured
+    carried = {**pod["spec"], "tolerations": configured}
+    assert feasible_nodes(view, "velero", pod["metadata"], pod["spec"], counted) == feasible_nodes(
+        view, "velero", pod["metadata"], carried
+    )
+
+
+def test_a_node_tainted_for_backups_fits_a_backup_pod() -> None:
+    taint = {"key": "backup", "value": "true", "effect": "NoSchedule"}
+    view = view_from(*CLUSTER, tainted("w0", [taint]), config_map([{"key": "backup", "operator": "Exists"}]))
+    pod = velero.exposer_pod("backup", claims=())
+    counted = data_mover_tolerations(view, policy(SOURCE), "velero", pod["metadata"])
+    assert "w0" in feasible_nodes(view, "velero", pod["metadata"], pod["spec"], counted)
+    assert "w0" not in feasible_nodes(view, "velero", pod["metadata"], pod["spec"])
+
+
+def test_only_a_trusted_backup_or_restore_pod_counts_them() -> None:
+    view = view_from(*CLUSTER, config_map([{"key": "backup", "operator": "Exists"}]))
+    pod = velero.exposer_pod("restore", claims=())
+    assert data_mover_tolerations(view, policy(SOURCE), "velero", pod["metadata"]) != ()
+    untrusted = policy({**SOURCE, "trust": {"namespaces": ["velero-system"]}})
+    assert data_mover_tolerations(view, untrusted, "velero", pod["metadata"]) == ()
+    plain = {"name": "app", "namespace": "velero"}
+    assert data_mover_tolerations(view, policy(SOURCE), "velero", plain) == ()
+    assert data_mover_tolerations(view, policy(), "velero", pod["metadata"]) == ()  # no loadAffinitySource
+
+
+def test_a_test_suite_counts_them_for_a_backup_pod(tmp_path: Path) -> None:
+    """`storage-affinity-webhook test`: a backup pod's `nodes` include the node tainted for backups that Velero's
+    ConfigMap tolerates, though the suite's pod, written before Velero made it, carries no toleration."""
+    import yaml
+
+    from webhook.cli.suitefile import load_suite
+    from webhook.cli.suites import run_case
+
+    taint = {"key": "backup", "value": "true", "effect": "NoSchedule"}
+    cluster = [tainted("w0", [taint]), tainted("w1", []), config_map([{"key": "backup", "operator": "Exists"}])]
+    pod = velero.exposer_pod("backup", claims=())
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": cluster}))
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(SOURCE))
+    suite_doc = {
+        "policy": "policy.yaml",
+        "cluster": ["cluster.yaml"],
+        "cases": [{"name": "backup", "resource": pod, "expect": {"allowed": True, "nodes": ["w0", "w1"]}}],
+    }
+    (tmp_path / "storage-affinity-test.yaml").write_text(yaml.safe_dump(suite_doc))
+    suite = load_suite(tmp_path / "storage-affinity-test.yaml")
+    assert suite.problems == []
+    (case,) = suite.cases
+    assert run_case(suite, case) == []
