@@ -130,6 +130,13 @@ AUDIT_STUCK = Gauge(
     multiprocess_mode="livemax",
 )
 
+AUDIT_FAILED = Gauge(
+    "storage_affinity_audit_failed_pods",
+    "Storage pods that ended Failed within the policy's audit.failedWithinSeconds at the last audit, by cause code.",
+    ["cause"],
+    multiprocess_mode="livemax",
+)
+
 #: The outcomes (only a mutating endpoint patches) and onLookupFailure actions a review is counted under, and the
 #: statuses of refused bodies that every installation meets (webhook/app/endpoints.py).
 OUTCOMES = ("allowed", "patched", "denied")
@@ -137,7 +144,12 @@ LOOKUP_ACTIONS = ("allow", "deny")
 REFUSED_STATUSES = ("400", "413")
 
 
-def start_series(endpoints: Mapping[str, bool], audit_families: Iterable[str] = (), causes: Iterable[str] = ()) -> None:
+def start_series(
+    endpoints: Mapping[str, bool],
+    audit_families: Iterable[str] = (),
+    causes: Iterable[str] = (),
+    failed_causes: Iterable[str] = (),
+) -> None:
     """Create at zero, in this worker, the labelled series that alerts and dashboard panels read; `endpoints` maps
     each endpoint to whether it mutates.
 
@@ -160,6 +172,8 @@ def start_series(endpoints: Mapping[str, bool], audit_families: Iterable[str] = 
         AUDIT_FINDINGS.labels(family, "")
     for cause in causes:
         AUDIT_STUCK.labels(cause)
+    for cause in failed_causes:
+        AUDIT_FAILED.labels(cause)
 
 
 def render() -> tuple[bytes, str]:

@@ -54,6 +54,7 @@ def test_every_family_is_found_and_the_multi_attach_mover_comes_first(capsys: py
         "objectsWithFindings": 9,
         "multiAttach": 1,
         "stuck": 0,  # no pod there says since when it waits (no creationTimestamp)
+        "failed": 0,
     }
 
 
