@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from rules.kube.workloads import TEMPLATE_PATHS
+from rules.outcomes import STARTED
 
 #: The kinds and operations a review can name in a label; any other is counted as OTHER. A label value taken
 #: from a request unchecked makes one series per distinct value: in every worker's registry and metrics file,
@@ -137,6 +138,13 @@ AUDIT_FAILED = Gauge(
     multiprocess_mode="livemax",
 )
 
+DECISIONS = Counter(
+    "storage_affinity_admission_decisions_total",
+    "What admission decided, by rule family and decision (placed, pinned, restricted, left_alone with why, "
+    "refused): rules/outcomes.py.",
+    ["family", "decision", "why"],
+)
+
 #: The outcomes (only a mutating endpoint patches) and onLookupFailure actions a review is counted under, and the
 #: statuses of refused bodies that every installation meets (webhook/app/endpoints.py).
 OUTCOMES = ("allowed", "patched", "denied")
@@ -174,6 +182,8 @@ def start_series(
         AUDIT_STUCK.labels(cause)
     for cause in failed_causes:
         AUDIT_FAILED.labels(cause)
+    for decided in STARTED:
+        DECISIONS.labels(*decided)
 
 
 def render() -> tuple[bytes, str]:
