@@ -74,7 +74,13 @@ def mutation_outcomes(role: RoleDecision, decision: Decision) -> list[Outcome]:
     """What the mutating webhook decided for a pod of this role, by family; nothing for a pod no rule of these
     families concerns (a plain pod, an exempt or unplaced one)."""
     audit = decision.audit
-    stopped = next((why for key, why in _STOPPED if key in audit), None)
+    if not audit and role.role not in _ROLE_FAMILIES:
+        return []  # a plain pod, as most are: no rule of these families had a say
+    stopped = None
+    for key, why in _STOPPED:
+        if key in audit:
+            stopped = why
+            break
     if stopped is not None and not decision.patch:  # nothing was applied, whatever a rule before had recorded
         family = _ROLE_FAMILIES.get(role.role or "")
         return [(family, LEFT_ALONE, stopped)] if family else []

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rules.causes import CODES
+from rules.causes import CODES, ENDED_CODES
+from rules.outcomes import STARTED
 from testkit import ROOT
 from testkit.fakeapi import running_fake_api
 from testkit.server import running_server
@@ -43,6 +44,7 @@ _BOARD = dashboard()
 QUERIES = [*dashboard_queries(_BOARD, "saw"), *variable_queries(_BOARD), *alert_queries(rule_groups())]
 #: Metrics with a series per configured object, none without one (see the module docstring).
 PER_OBJECT = frozenset({"storage_affinity_load_affinity_nodes"})
+DECIDED = "storage_affinity_admission_decisions_total"
 #: The cluster `make run` serves (the Makefile's CLUSTER).
 CLUSTER_EXAMPLE = ROOT / "examples" / "cluster.yaml"
 
@@ -99,6 +101,19 @@ def test_first_scrape_has_a_stuck_pod_series_for_every_cause(first_exposition: s
         if sample.name == "storage_affinity_audit_stuck_pods"
     }
     assert causes == dict.fromkeys(CODES, 0.0)
+
+
+def test_first_scrape_has_a_failed_pod_series_for_every_cause_and_the_decisions_panel(first_exposition: str) -> None:
+    """The "Storage pods that ended Failed, by cause" panel shows each cause at 0; the decisions panel has its
+    series before the first storage pod."""
+    found: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(first_exposition):
+        for sample in family.samples:
+            found.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    failed = {labels["cause"]: value for labels, value in found["storage_affinity_audit_failed_pods"]}
+    assert failed == dict.fromkeys(ENDED_CODES, 0.0)
+    decided = {(labels["family"], labels["decision"], labels["why"]): value for labels, value in found[DECIDED]}
+    assert decided == dict.fromkeys(STARTED, 0.0)
 
 
 @pytest.mark.parametrize("query", [pytest.param(q, id=q.where) for q in QUERIES])
