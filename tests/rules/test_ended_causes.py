@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from rules.audit import FAILED, STUCK, audit_objects
 from rules.causes import CODES, ENDED_CAUSES, ENDED_CODES, duration, ended_seconds
+from rules.causes.scheduler import MESSAGE_LIMIT
 from rules.model import Json
 from rules.reports import OPENREPORTS, REPORT_NAME, build_reports
 from tests.support import DATA, ROOT, load_yaml, policy, table_cases, validate_strict, view_from
@@ -78,6 +79,21 @@ def test_docs_name_every_ended_code_with_its_remedy(doc: str) -> None:
         assert f"| `{cause.code}` |" in text, f"{doc}: no row for {cause.code}"
         if doc == "docs/runbooks.md":
             assert cause.remedy in text, f"{doc}: the remedy of {cause.code}"
+
+
+def test_the_index_keeps_a_termination_message_only_as_far_as_a_cause_quotes_it() -> None:
+    """A container writes its own termination message (up to 4 KiB): a tenant's Failed pods must not grow the index
+    by it, and the cause the in-server audit names is the one `audit` names."""
+    (case,) = [c for c in TABLE["cases"] if c["cause"] == "ContainerFailed" and "rclone" in c["name"]]
+    long = copy.deepcopy(case)
+    terminated = long["ended"]["status"]["containerStatuses"][0]["state"]["terminated"]
+    terminated["message"] = "x" * 4096
+    kept = trim(long["ended"])["status"]["containerStatuses"][0]["state"]["terminated"]["message"]
+    assert len(kept) == MESSAGE_LIMIT + 1
+    listed, indexed = audited(long, indexed=False), audited(long, indexed=True)
+    assert listed.cause is not None and indexed.cause is not None
+    assert listed.cause.message == indexed.cause.message
+    assert "x" * MESSAGE_LIMIT + "…" in listed.cause.message
 
 
 def test_the_policy_report_carries_the_cause_of_an_ended_pod() -> None:

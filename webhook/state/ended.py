@@ -7,14 +7,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rules.causes.scheduler import MESSAGE_LIMIT
 from rules.model import Json
 
 #: The fields of a condition that say why a pod is stuck or ended (rules/causes/).
 CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime")
-#: What of a container's `terminated` state says why a Failed pod ended, its message cut well past what a cause
-#: quotes: a termination message may be 4 KiB.
+#: What of a container's `terminated` state says why a Failed pod ended. Messages are cut one character past what a
+#: cause quotes (the quote is then the same, with its ellipsis): a container writes its own termination message,
+#: up to 4 KiB, and a tenant's Failed pods must not make the index grow by what they write.
 _TERMINATED_FIELDS = ("reason", "exitCode", "startedAt", "finishedAt")
-_MESSAGE_LIMIT = 1024
+_MESSAGE_LIMIT = MESSAGE_LIMIT + 1
 
 
 def ended_status(status: Mapping[str, Any], conditions: list[Json]) -> Json:
@@ -22,7 +24,11 @@ def ended_status(status: Mapping[str, Any], conditions: list[Json]) -> Json:
     DisruptionTarget condition (added to the trimmed `conditions`), and each container's `terminated` state."""
     out: Json = {key: status[key][:_MESSAGE_LIMIT] for key in ("reason", "message") if isinstance(status.get(key), str)}
     disruption = [
-        {k: c[k] for k in CONDITION_FIELDS if k in c}
+        {
+            k: c[k][:_MESSAGE_LIMIT] if k == "message" and isinstance(c[k], str) else c[k]
+            for k in CONDITION_FIELDS
+            if k in c
+        }
         for c in status.get("conditions") or ()
         if isinstance(c, Mapping) and c.get("type") == "DisruptionTarget"
     ]
