@@ -7,7 +7,8 @@ cluster). A Pending mover whose claim is held on another node is flagged `multi_
 a ReadWriteOnce volume to two nodes, so it stays Pending with a Multi-Attach error until someone moves it.
 
 Given the time (`now`), a storage pod stuck longer than the policy's `audit.stuckAfterSeconds` gets one cause
-(rules/causes/) and a `stuckPod` finding that names it.
+(rules/causes/) and a `stuckPod` finding that names it; one that ended Failed within the policy's
+`audit.failedWithinSeconds` gets one too (rules/causes/ended.py), with a `failedPod` finding.
 
 Pure, like every rule: the objects come in, findings go out. Reading them (manifests or the API) and printing
 is webhook/audit/command.py; running on the server's own state, its metrics and reports, webhook/audit/loop.py.
@@ -22,7 +23,17 @@ from typing import Any
 
 from rules import budget, deadline, pipeline
 from rules.annotations import FOLLOWS_VM, LOAD_AFFINITY_APPLIED, NODE_AGENT_RESTRICTED
-from rules.causes import NO_NODE_AGENT, Stuck, StuckCause, duration, storage_role, stuck_cause, stuck_seconds
+from rules.causes import (
+    NO_NODE_AGENT,
+    Stuck,
+    StuckCause,
+    duration,
+    ended_cause,
+    ended_seconds,
+    storage_role,
+    stuck_cause,
+    stuck_seconds,
+)
 from rules.checks.trust import FAMILY as ROLE_TRUST
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, PodTarget
@@ -51,6 +62,8 @@ PLACED_ROLES = ("mover", "backup", "restore")
 DRIFT = "placementDrift"
 #: The pseudo-family of a storage pod stuck longer than the policy allows.
 STUCK = "stuckPod"
+#: The pseudo-family of a storage pod that ended Failed within the policy's window.
+FAILED = "failedPod"
 #: The family of a VM disk bound on a node the VM's constraints exclude.
 VM_DISK = "vmDisk"
 
@@ -58,7 +71,7 @@ VM_DISK = "vmDisk"
 def finding_families() -> tuple[str, ...]:
     """Every family an audit finding can carry: the policy's per-family switches, the families enforcement never
     relaxes, rule errors, and the audit's own."""
-    return (*validation_families(), *sorted(STRICT_FAMILIES), RULE_ERROR, DRIFT, STUCK, VM_DISK)
+    return (*validation_families(), *sorted(STRICT_FAMILIES), RULE_ERROR, DRIFT, STUCK, FAILED, VM_DISK)
 
 
 @dataclass(frozen=True)
@@ -92,7 +105,7 @@ class ObjectAudit(ShownText):
     would_change: list[Json] = field(default_factory=list)
     findings: list[AuditFinding] = field(default_factory=list)
     multi_attach: bool = False
-    cause: StuckCause | None = None  # set for a storage pod stuck longer than the policy's threshold
+    cause: StuckCause | None = None  # set for a storage pod stuck longer than the policy allows, or ended Failed
 
     @property
     def clean(self) -> bool:
@@ -290,9 +303,17 @@ def untrusted_grants(target: PodTarget, policy: Policy) -> list[tuple[str, str]]
 def _stuck(
     report: ObjectAudit, pod: Json, target: PodTarget, *, view: ClusterView, policy: Policy, now: datetime
 ) -> None:
-    """Name the cause of a storage pod stuck longer than the policy allows, as `cause` and a finding."""
+    """Name the cause of a storage pod stuck longer than the policy allows, or ended Failed within its window, as
+    `cause` and a finding."""
     seconds = stuck_seconds(pod, now)
-    if seconds is None or seconds < policy.stuck_after:
+    if seconds is None:
+        ended = ended_seconds(pod, now)
+        if ended is not None and ended < policy.failed_within:
+            report.cause = ended_cause(Stuck(pod, target, view, policy, ended))
+            message = f"ended Failed {duration(ended)} ago: {report.cause.message}"
+            report.findings.append(AuditFinding(FAILED, "status", message, "warn"))
+        return
+    if seconds < policy.stuck_after:
         return
     report.cause = stuck_cause(Stuck(pod, target, view, policy, seconds))
     message = f"stuck for {duration(seconds)}: {report.cause.message}"

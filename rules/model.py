@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rules.quoting import EscapedText, ShownText
+
+if TYPE_CHECKING:
+    from rules.roles import RoleDecision
 
 Json = dict[str, Any]
 
@@ -86,6 +89,8 @@ class Decision:
     rule_errors: list[str] = field(default_factory=list)  # rules that raised: a bug, counted by the transport
     #: The review limit the object passed (rules/budget.py), so no rule went further: `str | None`, escaped when set.
     over_budget: EscapedText = EscapedText()  # noqa: RUF009
+    #: The role the mutation placed the pod under (None: not a pod's mutation): what rules/outcomes.py counts by.
+    role: RoleDecision | None = None
 
     @property
     def denials(self) -> list[Finding]:

@@ -66,6 +66,7 @@ def _mutate(ctx: Context) -> None:
         return
     target = pod_target(subject, policy, own_namespace)
     ctx.reason(f"role: {target.role.role or 'none'} ({target.role.reason})")
+    ctx.decision.role = target.role
     if target.role.exempt:  # an excluded namespace, a mirror pod: no rule may change it
         return
     mutator = registry.MUTATORS.get(target.role.role or "")

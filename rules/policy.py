@@ -76,6 +76,7 @@ class Policy:
     family_enforcement: Mapping[str, str] = field(default_factory=dict)
     document: Json = field(default_factory=dict, compare=False)
     stuck_after: int = 120  # seconds a storage pod may be stuck before the audit names a cause
+    failed_within: int = 3600  # seconds since a storage pod ended Failed during which the audit names its cause
     node_agent_mode: str = "require"
     node_agent_max_names: int = 100
     node_agent_namespace: str = ""
@@ -203,6 +204,7 @@ def policy_from_document(doc: Any, source: str = "policy") -> Policy:
         family_enforcement={k: v["enforcement"] for k, v in validation.items() if "enforcement" in v},
         document=dict(doc),
         stuck_after=section("audit")["stuckAfterSeconds"],
+        failed_within=section("audit")["failedWithinSeconds"],
         node_agent_mode=node_agent["mode"],
         node_agent_max_names=node_agent["maxNodeNames"],
         node_agent_namespace=node_agent["namespace"],

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from rules.audit import STUCK, ObjectAudit
+from rules.audit import FAILED, STUCK, ObjectAudit
 from rules.messages import counted
 from rules.model import Json
 
@@ -144,7 +144,7 @@ def _results(audit: ObjectAudit, now: int, uids: Mapping[tuple[str, str, str], s
             severity=_SEVERITY[finding.severity],
             message=finding.message,
             subject=subject,
-            properties={"field": finding.field, **(cause if finding.family == STUCK else {})},
+            properties={"field": finding.field, **(cause if finding.family in (STUCK, FAILED) else {})},
             now=now,
         )
         for finding in findings

@@ -19,6 +19,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from rules.kube.workloads import TEMPLATE_PATHS
+from rules.outcomes import STARTED
 
 #: The kinds and operations a review can name in a label; any other is counted as OTHER. A label value taken
 #: from a request unchecked makes one series per distinct value: in every worker's registry and metrics file,
@@ -179,6 +180,20 @@ AUDIT_STUCK = Gauge(
     multiprocess_mode="livemax",
 )
 
+AUDIT_FAILED = Gauge(
+    "storage_affinity_audit_failed_pods",
+    "Storage pods that ended Failed within the policy's audit.failedWithinSeconds at the last audit, by cause code.",
+    ["cause"],
+    multiprocess_mode="livemax",
+)
+
+DECISIONS = Counter(
+    "storage_affinity_admission_decisions_total",
+    "What admission decided, by rule family and decision (placed, pinned, restricted, left_alone with why, "
+    "refused): rules/outcomes.py.",
+    ["family", "decision", "why"],
+)
+
 #: The gauges replaced whole by each audit: `/metrics` in multiprocess mode reads their files.
 SNAPSHOTS = (AUDIT_FINDINGS, LOAD_AFFINITY_NODES)
 
@@ -189,7 +204,12 @@ LOOKUP_ACTIONS = ("allow", "deny")
 REFUSED_STATUSES = ("400", "413")
 
 
-def start_series(endpoints: Mapping[str, bool], audit_families: Iterable[str] = (), causes: Iterable[str] = ()) -> None:
+def start_series(
+    endpoints: Mapping[str, bool],
+    audit_families: Iterable[str] = (),
+    causes: Iterable[str] = (),
+    failed_causes: Iterable[str] = (),
+) -> None:
     """Create at zero, in this worker, the labelled series that alerts and dashboard panels read; `endpoints` maps
     each endpoint to whether it mutates.
 
@@ -211,6 +231,10 @@ def start_series(endpoints: Mapping[str, bool], audit_families: Iterable[str] = 
     AUDIT_FINDINGS.start((family, "") for family in audit_families)
     for cause in causes:
         AUDIT_STUCK.labels(cause)
+    for cause in failed_causes:
+        AUDIT_FAILED.labels(cause)
+    for decided in STARTED:
+        DECISIONS.labels(*decided)
 
 
 def render() -> tuple[bytes, str]:

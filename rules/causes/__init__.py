@@ -5,7 +5,8 @@ scripts key on, so codes never change meaning once shipped.
 
 The table is read in tiers, one module each: who else holds the pod's claims (claims.py), Velero's node-agents
 (nodeagents.py), its data sources (datasources.py), its volumes' topology (topology.py), its nodes (nodes.py), and
-what the pod and the scheduler say (scheduler.py); stuck.py holds the pod and the facts the tiers share.
+what the pod and the scheduler say (scheduler.py); stuck.py holds the pod and the facts the tiers share. A storage
+pod that ended Failed gets its cause from a table of its own (ended.py): who disrupted it, or what killed it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from rules import deadline
 from rules.causes.claims import CLAIM_CAUSES, MULTI_ATTACH
 from rules.causes.datasources import DATA_SOURCE_CAUSES
+from rules.causes.ended import ENDED_CAUSES, ENDED_CODES, ended_cause, ended_seconds
 from rules.causes.nodeagents import NO_NODE_AGENT, NODE_AGENT_CAUSES
 from rules.causes.nodes import NODE_CAUSES
 from rules.causes.scheduler import SCHEDULER_CAUSES
@@ -24,12 +26,16 @@ __all__ = [
     "CAUSES",
     "CDI_WORKER",
     "CODES",
+    "ENDED_CAUSES",
+    "ENDED_CODES",
     "MULTI_ATTACH",
     "NO_NODE_AGENT",
     "Cause",
     "Stuck",
     "StuckCause",
     "duration",
+    "ended_cause",
+    "ended_seconds",
     "storage_role",
     "stuck_cause",
     "stuck_seconds",

@@ -154,10 +154,21 @@ _VOLUMES = list_of(_VOLUME, MAX_VOLUMES, "volumes")
 _CONDITION = obj(
     {"type": string, "status": string, "reason": string, "message": string, "lastTransitionTime": string},
 )
-_CONTAINER_STATUS = obj({"name": string, "state": obj({"waiting": obj({"reason": string, "message": string})})})
+_CONTAINER_STATE = obj(
+    {
+        "waiting": obj({"reason": string, "message": string}),
+        # how a Failed pod's containers ended (rules/causes/ended.py)
+        "terminated": obj(
+            {"reason": string, "message": string, "exitCode": int64, "startedAt": string, "finishedAt": string}
+        ),
+    }
+)
+_CONTAINER_STATUS = obj({"name": string, "state": _CONTAINER_STATE})
 _POD_STATUS = obj(
     {
         "phase": string,
+        "reason": string,
+        "message": string,
         "conditions": list_of(_CONDITION),
         "containerStatuses": list_of(_CONTAINER_STATUS),
         "initContainerStatuses": list_of(_CONTAINER_STATUS),

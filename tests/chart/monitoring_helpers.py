@@ -26,6 +26,11 @@ DASHBOARD_FILE = CHART / "dashboards" / "storage-affinity-webhook.json"
 #: test's scrape config gives the webhook (the Service name, as the Prometheus Operator does) and a rate window
 #: that always holds several samples.
 RATE_INTERVAL = "10s"
+#: Metrics an alert or a panel reads that the webhook does not export, by who does: an outage is seen from outside.
+EXTERNAL_METRICS = {
+    "up": "Prometheus, one series per scrape target",
+    "apiserver_admission_webhook_fail_open_count": "kube-apiserver (kubernetes/kubernetes#107171, Kubernetes 1.24+)",
+}
 
 
 def tool(name: str) -> str:

@@ -6,7 +6,8 @@ on) in each mode: live against the fake API, and static from `--cluster` manifes
 is scraped once, as soon as it is ready, before any review: every metric that any alert expression, dashboard
 panel or dashboard variable names must have a sample in that scrape.
 
-The one exception is a series per configured object: `storage_affinity_load_affinity_nodes` has a series per
+Metrics others export (`up`, kube-apiserver's fail-open count: `EXTERNAL_METRICS`) are not the server's to have.
+The one other exception is a series per configured object: `storage_affinity_load_affinity_nodes` has a series per
 loadAffinity entry in force, so with no entry it has none (its panel shows no row and its alert compares current
 values, never a rate), and with entries the audit publishes them (tests/webhook/test_nodeagent_metrics.py).
 """
@@ -18,11 +19,13 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rules.causes import CODES
+from rules.causes import CODES, ENDED_CODES
+from rules.outcomes import STARTED
 from testkit import ROOT
 from testkit.fakeapi import running_fake_api
 from testkit.server import running_server
 from tests.chart.monitoring_helpers import (
+    EXTERNAL_METRICS,
     Query,
     alert_queries,
     dashboard,
@@ -41,6 +44,7 @@ _BOARD = dashboard()
 QUERIES = [*dashboard_queries(_BOARD, "saw"), *variable_queries(_BOARD), *alert_queries(rule_groups())]
 #: Metrics with a series per configured object, none without one (see the module docstring).
 PER_OBJECT = frozenset({"storage_affinity_load_affinity_nodes"})
+DECIDED = "storage_affinity_admission_decisions_total"
 #: The cluster `make run` serves (the Makefile's CLUSTER).
 CLUSTER_EXAMPLE = ROOT / "examples" / "cluster.yaml"
 
@@ -99,9 +103,22 @@ def test_first_scrape_has_a_stuck_pod_series_for_every_cause(first_exposition: s
     assert causes == dict.fromkeys(CODES, 0.0)
 
 
+def test_first_scrape_has_a_failed_pod_series_for_every_cause_and_the_decisions_panel(first_exposition: str) -> None:
+    """The "Storage pods that ended Failed, by cause" panel shows each cause at 0; the decisions panel has its
+    series before the first storage pod."""
+    found: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(first_exposition):
+        for sample in family.samples:
+            found.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    failed = {labels["cause"]: value for labels, value in found["storage_affinity_audit_failed_pods"]}
+    assert failed == dict.fromkeys(ENDED_CODES, 0.0)
+    decided = {(labels["family"], labels["decision"], labels["why"]): value for labels, value in found[DECIDED]}
+    assert decided == dict.fromkeys(STARTED, 0.0)
+
+
 @pytest.mark.parametrize("query", [pytest.param(q, id=q.where) for q in QUERIES])
 def test_first_scrape_has_every_series_the_expression_reads(first_scrape: set[str], query: Query) -> None:
-    missing = metric_names(query.expr) - first_scrape - PER_OBJECT
+    missing = metric_names(query.expr) - first_scrape - PER_OBJECT - set(EXTERNAL_METRICS)
     assert not missing, f"{query.where}: no sample of {sorted(missing)} in the first scrape"
 
 

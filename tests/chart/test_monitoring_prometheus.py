@@ -5,16 +5,20 @@ is run against what it scraped.
 The server runs in live mode against the fake API server (testkit/fakeapi/) and is driven so that every
 metric a panel or an alert uses has samples, and every alert that can be provoked is: reviews with each outcome, a
 refused body, lookups the API answers with 500, a refused policy ConfigMap, a serving certificate that expires in
-3 days, and at the end the API going away (watches cut: cache not synced). The latency alert is left to the
+3 days, and at the end the API going away (watches cut: cache not synced). A stand-in for kube-apiserver's metrics
+endpoint, scraped as kube-prometheus scrapes the real one (job `apiserver`), counts this chart's mutating webhook
+failing open, one more each scrape. The latency alert is left to the
 promtool unit tests: it would need reviews slower than 4 s.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.server
 import itertools
 import math
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,6 +37,7 @@ from testkit.fakeapi import FakeKubeAPI, Request, running_fake_api
 from testkit.server import Server, free_port, running_server
 from tests.chart.chart_helpers import MONITORING, one, render
 from tests.chart.monitoring_helpers import (
+    EXTERNAL_METRICS,
     Query,
     alert_queries,
     alerts,
@@ -148,6 +153,40 @@ def _scrape_config(monitor: dict[str, Any], target: str, ca: Path, job: str, ser
             }
         ],
     }
+
+
+FAIL_OPEN = "apiserver_admission_webhook_fail_open_count"
+
+
+@contextlib.contextmanager
+def fake_apiserver_metrics() -> Iterator[str]:
+    """kube-apiserver's /metrics as far as the alerts read it: the fail-open count of this chart's mutating webhook,
+    one more at each scrape; its host:port."""
+    scrapes = itertools.count(1)
+
+    class Metrics(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = (
+                f"# HELP {FAIL_OPEN} Admission webhook fail open count.\n# TYPE {FAIL_OPEN} counter\n"
+                f'{FAIL_OPEN}{{name="mutate.storage-affinity.io",type="admit"}} {next(scrapes)}\n'
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @contextlib.contextmanager
@@ -270,7 +309,11 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
     with running_fake_api(*seed) as api:
         kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
         args = ("--kubeconfig", str(kubeconfig), "--lookup-timeout", "0.5", *audit)
-        with running_server(tmp, *args, certs=certs) as server, server.session() as session:
+        with (
+            running_server(tmp, *args, certs=certs) as server,
+            server.session() as session,
+            fake_apiserver_metrics() as apiserver,
+        ):
             # a policy change refused (not a placement): the last good policy stays in effect
             api.update(policy_map("coScheduling: {placement: somewhere}\n", namespace=NAMESPACE))
             target = server.url.removeprefix("https://").replace("localhost", "127.0.0.1")
@@ -279,6 +322,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
                 "rule_files": [str(rules)],
                 "scrape_configs": [
                     _scrape_config(monitor, target, certs / "ca.crt", JOB, tls["serverName"]),
+                    {"job_name": "apiserver", "scrape_interval": "1s", "static_configs": [{"targets": [apiserver]}]},
                     # the same target under a name its certificate does not carry: must not be scraped
                     _scrape_config(monitor, target, certs / "ca.crt", "wrong-name", f"other.{NAMESPACE}.svc"),
                 ],
@@ -314,7 +358,8 @@ def test_scrape_verifies_the_certificate_by_the_service_name(scraped: Scraped) -
 
 @pytest.mark.parametrize("query", NAMED)
 def test_expression_names_only_metrics_the_webhook_exports(scraped: Scraped, query: Query) -> None:
-    assert metric_names(query.expr) <= _exported(scraped.exposition), query.expr
+    assert metric_names(query.expr) - {"up"} <= _exported(scraped.exposition) | {FAIL_OPEN}, query.expr
+    assert metric_names(query.expr) - _exported(scraped.exposition) <= set(EXTERNAL_METRICS), query.expr
 
 
 @pytest.mark.parametrize("query", NAMED)
@@ -358,6 +403,10 @@ def test_rules_load_and_evaluate_without_errors(scraped: Scraped) -> None:
             lambda a: a["labels"]["endpoint"] == "mutate" and a["labels"]["namespace"] == NAMESPACE,
         ),
         ("StorageAffinityWebhookPolicyRefused", lambda a: float(a["value"]) >= 1),
+        (
+            "StorageAffinityWebhookFailingOpen",
+            lambda a: (a["labels"]["name"], a["labels"]["type"]) == ("mutate.storage-affinity.io", "admit"),
+        ),
         ("StorageAffinityWebhookCacheNotSynced", lambda a: a["labels"]["resource"]),
         (
             "StorageAffinityWebhookAuditFindings",

@@ -747,7 +747,11 @@ def policy_documents(draw: st.DrawFn) -> Json:
             st.builds(lambda e: {"enforcement": e}, st.sampled_from(("deny", "warn"))),
             max_size=3,
         ),
-        "audit": st.builds(lambda a: present(stuckAfterSeconds=a), _maybe(st.integers(0, 86400))),
+        "audit": st.builds(
+            lambda a, f: present(stuckAfterSeconds=a, failedWithinSeconds=f),
+            _maybe(st.integers(0, 86400)),
+            _maybe(st.integers(0, 604800)),
+        ),
         "nodeAgent": st.builds(
             present,
             mode=_maybe(st.sampled_from(("require", "warn", "off"))),
@@ -779,6 +783,8 @@ POLICY_DEFECTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("coScheduling", "copyTolerations"), "yes"),
     (("audit", "stuckAfterSeconds"), -1),
     (("audit", "stuckAfterSeconds"), "2m"),
+    (("audit", "failedWithinSeconds"), -60),
+    (("audit", "failedWithinSeconds"), 1.5),
     (("placment",), "nodeName"),
     (("loadAffinity",), [{"nodeSelector": {}}]),
     (("loadAffinity",), {"nodeSelector": {"matchLabels": {"disk": "ssd"}}}),

@@ -62,6 +62,7 @@ def test_every_family_is_found_and_the_multi_attach_mover_comes_first(capsys: py
         "multiAttach": 1,
         "stuck": 0,  # no pod there says since when it waits (no creationTimestamp)
         "policy": POLICY,
+        "failed": 0,
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -14,7 +15,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from rules.audit import finding_families
-from rules.causes import CODES
+from rules.causes import CODES, ENDED_CODES
 from tests.rules.test_causes import INDEXED_CAUSES, cluster_of, indexed_cases
 from tests.state.conftest import eventually
 from tests.support import DATA, EXAMPLES
@@ -237,3 +238,28 @@ def test_a_stored_object_past_the_budget_is_reported_once_and_not_audited_again(
     assert "Pod tenant/hostile" in logged and "10,000 node selector terms, over the limit of 1,000" in logged
     rt.view = load_static_state([cluster])  # the index replaced the object (a change): audited again
     assert loop.run_once() == first and audited == ["hostile", "hostile"]
+
+
+def failed(cause: str) -> float | None:
+    return REGISTRY.get_sample_value("storage_affinity_audit_failed_pods", {"cause": cause})
+
+
+def test_storage_pods_that_ended_failed_are_counted_by_cause(tmp_path: Path) -> None:
+    """The index keeps what says how a Failed pod ended (tests/data/audit/failed.yaml); the window is widened to
+    reach the table's day, since the loop audits at the current time."""
+    from tests.rules.test_ended_causes import TABLE as FAILED_TABLE
+
+    cases = [c for c in FAILED_TABLE["cases"] if c["cause"] and "policy" not in c]
+    cluster = tmp_path / "failed.yaml"
+    objects = [*FAILED_TABLE["base"], *(c["ended"] for c in cases)]
+    cluster.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    rt = runtime(cluster)
+    rt.policy = dataclasses.replace(rt.policy, failed_within=10 * 365 * 86400)
+    loop = AuditLoop(rt, interval=60)
+    loop.run_once()
+    expected = Counter(c["cause"] for c in cases)
+    assert {code: failed(code) for code in ENDED_CODES} == {code: expected[code] for code in ENDED_CODES}
+    assert {stuck(code) for code in CODES} == {0}, "an ended pod is not stuck"
+    rt.policy = dataclasses.replace(rt.policy, failed_within=3600)
+    loop.run_once()
+    assert {failed(code) for code in ENDED_CODES} == {0}

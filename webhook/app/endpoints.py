@@ -19,9 +19,11 @@ from flask import Flask, Response
 from werkzeug.exceptions import HTTPException
 
 from rules import pipeline
+from rules.audit import finding_families
 from rules.context import BadObject
 from rules.messages import counted
 from rules.model import Decision
+from rules.outcomes import MUTATING_FAMILIES, mutation_outcomes, shown, validation_outcomes
 from rules.quoting import clip, escaped
 from rules.safeload import dump_json
 from webhook import metrics
@@ -193,6 +195,7 @@ class ReviewEndpoints:
         if decision.failure:
             metrics.LOOKUP_FAILURES.labels(name, runtime.policy.on_lookup_failure).inc()
         metrics.REQUESTS.labels(name, req.subject.kind, req.subject.operation, outcome).inc()
+        _count_decisions(decision, mutating=endpoint.mutating)
         elapsed = time.perf_counter() - started
         metrics.DURATION.labels(name).observe(elapsed)
         if self.log_reviews:
@@ -242,6 +245,31 @@ def _read_body(environ: dict[str, Any], limit: int) -> bytes:
     if len(data) > limit:
         raise too_large(limit)
     return data
+
+
+#: Every family a decision can be counted under: the label's values are this fixed set (rules/outcomes.py `shown`).
+_DECISION_FAMILIES = frozenset({*MUTATING_FAMILIES, *finding_families()})
+#: The labelled counter of each outcome, made once: `labels()` takes a lock and builds its key on every call. As
+#: bounded as the labels' fixed sets.
+_DECIDED: dict[tuple[str, str, str], Any] = {}
+
+
+def _count_decisions(decision: Decision, *, mutating: bool) -> None:
+    """What the review decided, per rule family (storage_affinity_admission_decisions_total)."""
+    if mutating:
+        if decision.role is None:
+            return  # not a pod's mutation: no family had a say
+        outcomes = mutation_outcomes(decision.role, decision)
+    elif decision.findings:
+        outcomes = validation_outcomes(decision)
+    else:
+        return
+    for outcome in outcomes:
+        labels = shown(outcome, _DECISION_FAMILIES)
+        counter = _DECIDED.get(labels)
+        if counter is None:
+            counter = _DECIDED[labels] = metrics.DECISIONS.labels(*labels)
+        counter.inc()
 
 
 def _outcome(document: dict[str, object]) -> str:

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import yaml
 
 from rules.audit import AUDITED_KINDS, ObjectAudit, audit_objects
+from rules.causes import CODES, ENDED_CODES
 from rules.messages import counted, plural
 from rules.model import Json
 from rules.policy import Policy
@@ -70,7 +71,8 @@ class AuditRun:
             "findings": self.findings,
             "objectsWithFindings": len(with_findings),
             "multiAttach": sum(r.multi_attach for r in self.reports),
-            "stuck": sum(r.cause is not None for r in self.reports),
+            "stuck": sum(r.cause is not None and r.cause.code in CODES for r in self.reports),
+            "failed": sum(r.cause is not None and r.cause.code in ENDED_CODES for r in self.reports),
             **({"policy": self.policy} if self.policy else {}),
         }
 
@@ -312,7 +314,9 @@ def render_table(run: AuditRun, width: int | None = None, *, wide: bool = False)
     line = (
         f"{counted(summary['audited'], 'object')} audited: {counted(summary['findings'], 'finding')} in "
         f"{counted(summary['objectsWithFindings'], 'object')}, {summary['multiAttach']} Multi-Attach (movers stuck "
-        f"on a claim held elsewhere), {counted(summary['stuck'], 'stuck storage pod')}{judged}"
+        f"on a claim held elsewhere), {counted(summary['stuck'], 'stuck storage pod')}"
+        + (f", {counted(summary['failed'], 'storage pod')} ended Failed" if summary["failed"] else "")
+        + judged
     )
     widths = [max(len(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
     if width is not None and not wide:

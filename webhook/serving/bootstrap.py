@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from flask import Flask
 
 from rules.audit import finding_families
-from rules.causes import CODES
+from rules.causes import CODES, ENDED_CODES
 from rules.model import Json
 from rules.policy import Policy
 from webhook import metrics
@@ -69,6 +69,7 @@ def build_app(settings: Settings) -> Flask:
         {name: endpoint.mutating for name, endpoint in ENDPOINTS.items()},
         audit_families=finding_families() if auditing else (),
         causes=CODES if auditing else (),
+        failed_causes=ENDED_CODES if auditing else (),
     )
     if auditing:
         _start_audit(runtime, settings)

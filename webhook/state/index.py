@@ -20,6 +20,7 @@ from rules.kube.volumes import claim_references
 from rules.loadaffinity.agents import NO_AGENTS, AgentState, NodeAgents, agent_state, is_node_agent, last_changed
 from rules.model import PREFIX, Json, namespaced_name
 from webhook.state.datasources import TRIMMERS, SourceLinks, trim_data_source
+from webhook.state.ended import CONDITION_FIELDS, ended_status
 from webhook.state.kinds import STATE_KINDS
 
 #: The kinds the index keeps, by `kind`: the one list of webhook/state/kinds.py.
@@ -111,17 +112,17 @@ def trim(obj: Mapping[str, Any]) -> Json:
     return out
 
 
-#: The fields of a condition that say why a pod is stuck (rules/causes/).
-_CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime")
-
-
 def _pod_status(status: Mapping[str, Any]) -> Json:
     """The phase, and for a pod that is not scheduled, Ready or started what says why: its PodScheduled and
     Ready conditions that are not True and its containers' waiting reasons (a healthy pod keeps its phase only,
-    shared with every other pod of that phase)."""
+    shared with every other pod of that phase). A Failed pod keeps what says how it ended
+    (webhook/state/ended.py)."""
     out: Json = {"phase": status.get("phase")}
     if conditions := _failing_conditions(status, ("PodScheduled", "Ready")):
         out["conditions"] = conditions
+    if status.get("phase") == "Failed":
+        out.update(ended_status(status, out.get("conditions", [])))
+        return out
     waiting = [
         {"name": c.get("name"), "state": {"waiting": {k: w[k] for k in ("reason", "message") if k in w}}}
         for key in ("initContainerStatuses", "containerStatuses")
@@ -135,7 +136,7 @@ def _pod_status(status: Mapping[str, Any]) -> Json:
 
 def _failing_conditions(status: Mapping[str, Any], kinds: tuple[str, ...]) -> list[Json]:
     return [
-        {k: c[k] for k in _CONDITION_FIELDS if k in c}
+        {k: c[k] for k in CONDITION_FIELDS if k in c}
         for c in status.get("conditions") or ()
         if isinstance(c, Mapping) and c.get("type") in kinds and c.get("status") != "True"
     ]
