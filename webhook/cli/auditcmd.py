@@ -46,6 +46,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rules.datasource.exposer import data_mover_namespace
     from rules.policy import PolicyError
     from rules.safeload import DocumentError
     from webhook.audit import command as audit
@@ -56,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
         if args.cluster:
             objects, view = audit.objects_from_files(args.cluster)
         else:
-            objects, view = audit.objects_from_api(args.kubeconfig, args.namespace, audit.progress_to(sys.stderr))
+            objects, view = audit.objects_from_api(
+                args.kubeconfig, args.namespace, audit.progress_to(sys.stderr), data_mover_namespace(policy)
+            )
     except (DocumentError, PolicyError, audit.AuditSourceError) as exc:
         print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

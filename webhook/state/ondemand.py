@@ -206,3 +206,7 @@ class OnDemandView:
     def reference_grants(self, namespace: str) -> list[Json]:
         self._custom("ReferenceGrant", namespace, None)
         return self.index.reference_grants(namespace)
+
+    def data_upload(self, namespace: str, name: str) -> Json | None:
+        self._custom("DataUpload", namespace, name)
+        return self.index.data_upload(namespace, name)
