@@ -105,9 +105,8 @@ def _place(ctx: Context, target: PodTarget, nodes: list[SourcePlace], zones: lis
             terms = pin_terms(terms, node)
         records.extend(f"{p.claim}={node}" for p in nodes)
         for p in nodes:
-            ctx.reason(
-                f"data source: claim {p.claim} from {p.source} ({p.holder}) lives on node {node}: placed there by {mode}"
-            )
+            where = f"({p.holder}) lives on node {node}"
+            ctx.reason(f"data source: claim {p.claim} from {p.source} {where}: placed there by {mode}")
     for zone in zones:
         deadline.check()
         terms = and_terms(terms, zone.terms)

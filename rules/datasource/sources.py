@@ -135,6 +135,7 @@ def resolve(
     namespace: str,
     volume: ClaimVolume,
     ref: Mapping[str, Any],
+    *,
     upload: UploadSource | None = None,
 ) -> SourcePlace:
     """Follow a claim's source to where its data is: snapshot → its content's `nodeAffinity` (KEP-5943, which
@@ -268,5 +269,5 @@ def source_places(
     for volume, ref in pending_sources(view, volumes):
         deadline.check()
         own = upload if upload is not None and volume.claim == upload.name else None
-        places.append(resolve(view, policy, namespace, volume, ref, own))
+        places.append(resolve(view, policy, namespace, volume, ref, upload=own))
     return places

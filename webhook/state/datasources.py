@@ -1,8 +1,9 @@
 """What the index keeps of data sources and of the VMs that will use a disk (docs/design.md#12-data-sources):
 VolumeSnapshots, VolumeSnapshotContents, KubeVirt VirtualMachines, CDI DataVolumes, the ReferenceGrants that
-open a namespace's sources to claims of another and Velero's DataUploads, trimmed to the fields the rules read, the data-source fields of
-claims and the CSI handle of volumes, and the lookups built from them (a CSI volume handle → its PV; a claim or
-DataVolume → the VMs that name it; a namespace → its grants), kept in step with every apply and remove.
+open a namespace's sources to claims of another and Velero's DataUploads, trimmed to the fields the rules read,
+the data-source fields of claims and the CSI handle of volumes, and the lookups built from them (a CSI volume
+handle → its PV; a claim or DataVolume → the VMs that name it; a namespace → its grants), kept in step with every
+apply and remove.
 """
 
 from __future__ import annotations
