@@ -75,3 +75,20 @@ def test_audit_names_the_cause_from_files_and_from_the_api(tmp_path: Path, capsy
     main(["audit", "--cluster", cluster, "--policy", policy, "-o", "json"])
     plain = json.loads(capsys.readouterr().out)
     assert "BackupSnapshotElsewhere" not in [o["cause"]["code"] for o in plain["objects"] if o.get("cause")]
+
+
+def test_a_test_suite_sees_the_data_upload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`test`: the suite's cluster files hold the chain, its policy names Velero's namespace; the backup pod may
+    only go to the node of the volume it backs up."""
+    cluster, policy = _files(tmp_path)
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(backup_pod(NAME)))
+    suite = {
+        "policy": "policy.yaml",
+        "cluster": ["cluster.yaml"],
+        "cases": [{"name": "exposer chain", "object": "pod.yaml", "expect": {"allowed": True, "nodes": ["node-a"]}}],
+    }
+    (tmp_path / "storage-affinity-test.yaml").write_text(yaml.safe_dump(suite))
+    code = main(["test", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert "exposer chain  pass" in out
