@@ -51,9 +51,10 @@ class UploadSource:
 
 def upload_source(view: ClusterView, policy: Policy, target: PodTarget) -> UploadSource | None:
     """The source of a backup pod of Velero's CSI snapshot exposer; None for any other pod, before any lookup:
-    a pod without the label, not a trusted backup pod, a template, or outside Velero's namespace."""
+    a pod without the label, not a trusted backup pod, or outside Velero's namespace. A Job's template is judged
+    as the pod the Job creates, as every rule judges it."""
     role = target.role
-    if role.role != "backup" or not role.trusted or target.is_template:
+    if role.role != "backup" or not role.trusted:
         return None
     name = (target.metadata.get("labels") or {}).get(DATA_UPLOAD_LABEL)
     namespace = data_mover_namespace(policy)
@@ -65,7 +66,7 @@ def upload_source(view: ClusterView, policy: Policy, target: PodTarget) -> Uploa
         return UploadSource(label, name, why=f"{label} is not known")
     spec = upload.get("spec") or {}
     source_namespace, source_claim = spec.get("sourceNamespace"), spec.get("sourcePVC")
-    if not isinstance(source_namespace, str) or not source_namespace or not isinstance(source_claim, str):
+    if not isinstance(source_namespace, str) or not isinstance(source_claim, str) or not source_namespace:
         return UploadSource(label, name, why=f"{label} names no source claim")
     if not source_claim:
         return UploadSource(label, name, why=f"{label} names no source claim")
