@@ -13,8 +13,8 @@ from rules import deadline
 from rules.cluster import ClusterView
 from rules.context import PodTarget
 from rules.coscheduling.anchors import Hold, claim_hold, name_of, parse_time
-from rules.datasource.scope import cdi_worker
 from rules.datasource.exposer import upload_source
+from rules.datasource.scope import cdi_worker
 from rules.datasource.sources import NODE, SourcePlace, source_places
 from rules.kube.conditions import condition
 from rules.kube.nodeaffinity import required_terms

@@ -71,7 +71,7 @@ def _cluster() -> list[dict[str, Any]]:
         "spec": {
             "accessModes": ["ReadWriteOnce"],
             "storageClassName": "topolvm-provisioner",
-            "volumeName": pv["metadata"]["name"],
+            "volumeName": "pvc-6a1f0c2e",
         },
         "status": {"phase": "Bound"},
     }

@@ -80,7 +80,7 @@ def test_audit_names_the_cause_from_files_and_from_the_api(tmp_path: Path, capsy
 def test_a_test_suite_sees_the_data_upload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`test`: the suite's cluster files hold the chain, its policy names Velero's namespace; the backup pod may
     only go to the node of the volume it backs up."""
-    cluster, policy = _files(tmp_path)
+    _files(tmp_path)  # cluster.yaml and policy.yaml, which the suite names
     (tmp_path / "pod.yaml").write_text(yaml.safe_dump(backup_pod(NAME)))
     suite = {
         "policy": "policy.yaml",
