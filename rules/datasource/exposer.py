@@ -25,6 +25,8 @@ from rules.policy import Policy
 #: The label Velero puts on the data mover pods of a DataUpload (vmware-tanzu/velero
 #: pkg/apis/velero/v1/labels_annotations.go DataUploadLabel).
 DATA_UPLOAD_LABEL = "velero.io/data-upload"
+#: The key of a review's answer in `PodTarget.shared`.
+UPLOAD = "exposer.upload"
 
 
 def data_mover_namespace(policy: Policy) -> str:
@@ -56,6 +58,14 @@ def upload_source(view: ClusterView, policy: Policy, target: PodTarget) -> Uploa
     role = target.role
     if role.role != "backup" or not role.trusted:
         return None
+    if UPLOAD in target.shared:  # the backup role's rule and the data-source rules both ask, in one review
+        found: UploadSource | None = target.shared[UPLOAD]
+        return found
+    found = target.shared[UPLOAD] = _upload_source(view, policy, target)
+    return found
+
+
+def _upload_source(view: ClusterView, policy: Policy, target: PodTarget) -> UploadSource | None:
     name = (target.metadata.get("labels") or {}).get(DATA_UPLOAD_LABEL)
     namespace = data_mover_namespace(policy)
     if not isinstance(name, str) or not name or not namespace or target.namespace != namespace:
