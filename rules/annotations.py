@@ -69,12 +69,13 @@ def _load_affinity(value: str) -> list[tuple[str, str]]:
 
 
 def _placed(value: str) -> list[tuple[str, str]]:
-    """`<claim>=<node>` or `<claim>=pv/<PV>` items, comma-separated: where each data source put the pod."""
+    """`<claim>=<node>`, `<claim>=pv/<PV>` or `<claim>=vsc/<content>` items, comma-separated: where each data
+    source put the pod."""
     for item in value.split(","):
         claim, equals, place = item.partition("=")
-        place = place.removeprefix("pv/")
+        place = place.removeprefix("pv/").removeprefix("vsc/")
         if not equals or dns1123_subdomain_error(claim) or dns1123_subdomain_error(place):
-            return [("", f'"{clip(value)}" is not of the form <claim>=<node>[,<claim>=pv/<PV>...]')]
+            return [("", f'"{clip(value)}" is not of the form <claim>=<node>[,<claim>=pv/<PV>|vsc/<content>...]')]
     return []
 
 

@@ -72,3 +72,8 @@ class ClusterView(Protocol):
         """The ReferenceGrants (gateway.networking.k8s.io) of `namespace`; none when unknown or its API is not
         served (rules/kube/referencegrants.py)."""
         ...
+
+    def data_upload(self, namespace: str, name: str) -> Json | None:
+        """A Velero DataUpload (velero.io/v2alpha1) of Velero's namespace (rules/datasource/exposer.py); None when
+        unknown, its API is not served or the policy names no Velero namespace."""
+        ...

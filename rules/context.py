@@ -43,6 +43,8 @@ class PodTarget:
     role: RoleDecision
     base: str = ""  # field path prefix: "" for a Pod, "spec.template" for a Job, "spec.jobTemplate.spec.template"...
     _volumes: list[ClaimVolume] | None = field(default=None, repr=False)
+    #: What several rules of one review look up about the pod, looked up once (rules/datasource/exposer.py).
+    shared: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def volumes(self, view: ClusterView) -> list[ClaimVolume]:
         """The pod's claim volumes, looked up once per review: several rules classify them (rules never patch

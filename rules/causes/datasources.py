@@ -11,7 +11,7 @@ from rules.causes.stuck import Cause, Stuck, unusable
 from rules.coscheduling.anchors import name_of
 from rules.datasource.mutation import conflict
 from rules.datasource.scope import cdi_worker
-from rules.datasource.sources import data_source_ref, source_state
+from rules.datasource.sources import SourcePlace, data_source_ref, source_state
 from rules.datasource.vm import vm_spec, vms_to_follow
 from rules.kube.disclosed import disclosed_spec
 from rules.kube.nodeaffinity import pod_fits_node, required_terms
@@ -37,11 +37,24 @@ def _sources_apart(stuck: Stuck) -> str | None:
     return conflict(stuck.source_nodes) or None
 
 
+def _backup_source_elsewhere(stuck: Stuck) -> str | None:
+    """A backup pod of Velero's CSI data mover on, or held to, nodes where the snapshot of the volume its
+    DataUpload backs up cannot be restored (rules/datasource/exposer.py)."""
+    nodes = stuck.source_nodes
+    if not nodes or conflict(nodes) or not nodes[0].upload:
+        return None
+    return _elsewhere(stuck, nodes[0])
+
+
 def _source_elsewhere(stuck: Stuck) -> str | None:
     nodes = stuck.source_nodes
     if not nodes or conflict(nodes):
         return None
-    place = nodes[0]
+    return _elsewhere(stuck, nodes[0])
+
+
+def _elsewhere(stuck: Stuck, place: SourcePlace) -> str | None:
+    """Why the pod cannot be where its claim's node-local source is ("" or None when it can)."""
     where = f"claim {place.claim} is restored from {place.source}, which lives on node {place.node}"
     if stuck.node_name:
         return f"{where}; the pod is on node {stuck.node_name}" if stuck.node_name != place.node else None
@@ -102,6 +115,16 @@ DATA_SOURCE_CAUSES: tuple[Cause, ...] = (
         "provision them all (backube/volsync#1019).",
         "Restore or clone the claims from sources on one node, or use one pod per claim.",
         _sources_apart,
+    ),
+    Cause(
+        "BackupSnapshotElsewhere",
+        "A backup pod of Velero's CSI data mover is on, or held by its node constraints away from, the node where "
+        "the volume its DataUpload backs up lives: a node-local driver restores the backup claim from the snapshot "
+        "only there (vmware-tanzu/velero#7044).",
+        "Let the backup pod reach the volume's node (Velero's loadAffinity for its class, the node's taints, a Ready "
+        "node-agent there), or run Velero 1.18.1 or later, which adds the volume's topology; then cancel the "
+        "DataUpload's backup so a new pod is placed there.",
+        _backup_source_elsewhere,
     ),
     Cause(
         "DataSourceElsewhere",

@@ -13,6 +13,7 @@ from rules import deadline
 from rules.cluster import ClusterView
 from rules.context import PodTarget
 from rules.coscheduling.anchors import Hold, claim_hold, name_of, parse_time
+from rules.datasource.exposer import upload_source
 from rules.datasource.scope import cdi_worker
 from rules.datasource.sources import NODE, SourcePlace, source_places
 from rules.kube.conditions import condition
@@ -120,7 +121,8 @@ class Stuck:
     def source_nodes(self) -> list[SourcePlace]:
         """The pod's claims whose node-local snapshot or clone source ties them to one node
         (rules/datasource/sources.py)."""
-        places = source_places(self.view, self.policy, self.target.namespace, self.volumes)
+        upload = upload_source(self.view, self.policy, self.target)
+        places = source_places(self.view, self.policy, self.target.namespace, self.volumes, upload)
         return [p for p in places if p.kind == NODE]
 
     @functools.cached_property

@@ -3,7 +3,8 @@
 already has; or, for a zone-following driver, the source PV's required terms.
 
 The placement is idempotent and marked like co-scheduling's: `metadata.name In [node]` (or the hostname label)
-and the annotation `storage-affinity.io/data-source-placed: <claim>=<node>` (`<claim>=pv/<PV>` for a zone).
+and the annotation `storage-affinity.io/data-source-placed: <claim>=<node>` (`<claim>=pv/<PV>` for a zone, or
+`<claim>=vsc/<content>` for a snapshot content's own topology).
 A Job's pod template gets `requiredAffinity`, as co-scheduling's does: a source's node does not move.
 """
 
@@ -24,9 +25,10 @@ from rules.coscheduling.pinning import (
     placement_mode,
     write_required,
 )
+from rules.datasource.exposer import upload_source
 from rules.datasource.scope import in_scope
 from rules.datasource.sources import FREE, NODE, UNRESOLVED, ZONE, SourcePlace, source_places
-from rules.kube.nodeaffinity import and_terms
+from rules.kube.nodeaffinity import and_terms, terms_imply
 from rules.quoting import listed
 
 
@@ -34,12 +36,17 @@ def mutate_data_source(ctx: Context, target: PodTarget) -> None:
     """The mutating rule; runs after the role's own rule, for every pod the policy's `dataSource.scope` covers."""
     if not in_scope(ctx.policy, target):
         return
-    places = source_places(ctx.view, ctx.policy, target.namespace, target.volumes(ctx.view))
+    upload = upload_source(ctx.view, ctx.policy, target)
+    places = source_places(ctx.view, ctx.policy, target.namespace, target.volumes(ctx.view), upload)
     if not places:
         return
+    held = []
     for place in places:
         deadline.check()
-        if place.kind == UNRESOLVED:
+        if held_by_pod(target, place):
+            held.append(place)
+            ctx.reason(f"data source: claim {place.claim} from {place.source}: the pod holds {place.holder}'s terms")
+        elif place.kind == UNRESOLVED:
             ctx.warn(f"claim {place.claim} not placed by its data source: {place.why}")  # fits 120 characters
             ctx.reason(f"data source: claim {place.claim} from {place.source}: unresolved, {place.why}")
         elif place.kind == FREE:
@@ -49,13 +56,23 @@ def mutate_data_source(ctx: Context, target: PodTarget) -> None:
         ctx.reason(f"data source: no placement: {problem}")
         ctx.audit("data-source", "not placed: sources on different nodes")
         return
-    zones = [p for p in places if p.kind == ZONE]
+    nodes = [p for p in nodes if p not in held]
+    zones = [p for p in places if p.kind == ZONE and p not in held]
     if not nodes and not zones:
         return
     if target.spec.get("nodeName"):
         ctx.reason(f"data source: not re-pinned, {target.field('spec.nodeName')} is already {target.spec['nodeName']}")
         return
     _place(ctx, target, nodes, zones)
+
+
+def held_by_pod(target: PodTarget, place: SourcePlace) -> bool:
+    """Whether a backup pod of Velero's exposer already holds its source PV's required terms (Velero 1.18.1 writes
+    them, load affinity ANDs them in before this rule): the PV decides, a pin on top would be a second copy."""
+    if not place.upload or not place.terms or place.kind not in (NODE, ZONE):
+        return False
+    current = current_terms(target)
+    return current is not None and terms_imply(current, place.terms)
 
 
 def conflict(nodes: Sequence[SourcePlace]) -> str:
@@ -88,14 +105,13 @@ def _place(ctx: Context, target: PodTarget, nodes: list[SourcePlace], zones: lis
             terms = pin_terms(terms, node)
         records.extend(f"{p.claim}={node}" for p in nodes)
         for p in nodes:
-            ctx.reason(
-                f"data source: claim {p.claim} from {p.source} (PV {p.pv}) lives on node {node}: placed there by {mode}"
-            )
+            where = f"({p.holder}) lives on node {node}"
+            ctx.reason(f"data source: claim {p.claim} from {p.source} {where}: placed there by {mode}")
     for zone in zones:
         deadline.check()
         terms = and_terms(terms, zone.terms)
-        records.append(f"{zone.claim}=pv/{zone.pv}")
-        ctx.reason(f"data source: claim {zone.claim} from {zone.source}: the pod follows PV {zone.pv}'s zone")
+        records.append(f"{zone.claim}=pv/{zone.pv}" if zone.pv else f"{zone.claim}=vsc/{zone.content}")
+        ctx.reason(f"data source: claim {zone.claim} from {zone.source}: the pod follows {zone.holder}'s topology")
     if terms != original:
         write_required(target, terms)
     if node_selector != before:

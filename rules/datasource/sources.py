@@ -17,6 +17,7 @@ from typing import Any
 
 from rules import deadline
 from rules.cluster import ClusterView
+from rules.datasource.exposer import UploadSource
 from rules.datasource.populator import is_populator_ref, latest_image
 from rules.kube.referencegrants import reference_granted
 from rules.kube.volumes import SELECTED_NODE, ClaimVolume, claim_pv, pv_required_terms, waits_for_first_consumer
@@ -24,6 +25,10 @@ from rules.model import Json
 from rules.policy import Policy
 
 SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
+#: The node whose snapshotter sidecar manages a content, set by the distributed snapshotter
+#: (kubernetes-csi/external-snapshotter pkg/utils/util.go VolumeSnapshotContentManagedByLabel) and kept by Velero's
+#: exposer on the content it re-creates (vmware-tanzu/velero pkg/exposer/csi_snapshot.go createBackupVSC).
+MANAGED_BY = "snapshot.storage.kubernetes.io/managed-by"
 
 NODE, ZONE, FREE, UNRESOLVED = "node", "zone", "free", "unresolved"
 
@@ -43,10 +48,20 @@ class SourcePlace:
     pv: str = ""
     terms: tuple[Json, ...] = ()
     why: str = ""
+    #: the VolumeSnapshotContent that told where, when no PV did (its `nodeAffinity`, its managed-by label)
+    content: str = ""
+    #: the DataUpload followed to the source (Velero's exposer chain), whose PV's required terms (`terms`) load
+    #: affinity ANDs into the backup pod's (rules/loadaffinity/source.py)
+    upload: str = ""
 
     @property
     def claim(self) -> str:
         return str(self.volume.claim)
+
+    @property
+    def holder(self) -> str:
+        """What holds the data, as a reason names it: "PV pv-1" or "VolumeSnapshotContent snapcontent-1"."""
+        return f"PV {self.pv}" if self.pv or not self.content else f"VolumeSnapshotContent {self.content}"
 
 
 def data_source_ref(pvc: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -120,16 +135,24 @@ def source_state(view: ClusterView, namespace: str, ref: Mapping[str, Any]) -> S
 
 
 def resolve(
-    view: ClusterView, policy: Policy, namespace: str, volume: ClaimVolume, ref: Mapping[str, Any]
+    view: ClusterView,
+    policy: Policy,
+    namespace: str,
+    volume: ClaimVolume,
+    ref: Mapping[str, Any],
+    *,
+    upload: UploadSource | None = None,
 ) -> SourcePlace:
-    """Follow a claim's source to the PV that holds the data: snapshot → its source claim → PV, or through the
-    VolumeSnapshotContent's CSI handle when that claim is gone; clone → the source claim's PV; VolSync's populator
-    → its ReplicationDestination's latest snapshot, then as a snapshot (rules/datasource/populator.py)."""
+    """Follow a claim's source to where its data is: snapshot → its content's `nodeAffinity` (KEP-5943, which
+    wins when present) → its source claim → PV, or through the content's CSI handle when that claim is gone, or
+    the DataUpload of Velero's exposer (`upload`) whose re-created content names no volume, or the node the
+    content is managed by; clone → the source claim's PV; VolSync's populator → its ReplicationDestination's
+    latest snapshot, then as a snapshot (rules/datasource/populator.py)."""
     if is_populator_ref(ref):
         image = latest_image(view, namespace, ref)
         if image.ref is None:
             return SourcePlace(volume, image.label, UNRESOLVED, why=image.why)
-        place = resolve(view, policy, namespace, volume, image.ref)
+        place = resolve(view, policy, namespace, volume, image.ref, upload=upload)
         return replace(place, source=f"{image.label}'s latestImage {place.source}")
     state = source_state(view, namespace, ref)
     if state.obj is None or state.problem:
@@ -141,27 +164,68 @@ def resolve(
     status = snapshot.get("status") or {}
     claim_name = spec_source.get("persistentVolumeClaimName")
     label = f"{short} of claim {claim_name}" if claim_name else short
+    # The content the snapshot controller bound (status), never the one the snapshot's author names in its spec: a
+    # lookup of a name its author wrote would tell by its timing whether that content exists.
+    content_name = str(status.get("boundVolumeSnapshotContentName") or "")
+    content = view.volume_snapshot_content(content_name) if content_name else None
+    back = ((content or {}).get("spec") or {}).get("volumeSnapshotRef") or {}
+    if (back.get("namespace"), back.get("name")) != (state.namespace, (snapshot.get("metadata") or {}).get("name")):
+        content = None  # as with a claim's PV: a content counts only when it names this snapshot back
+    if content is not None and (terms := content_terms(content)) is not None:
+        return _from_terms(view, volume, label, terms, content_name)
     if claim_name:
         pvc = view.pvc(state.namespace, str(claim_name))
         if pvc is not None:
             place = _from_claim(view, policy, volume, label=label, namespace=state.namespace, pvc=pvc)
             if place.kind != UNRESOLVED:
                 return place
-    # The content the snapshot controller bound (status), never the one the snapshot's author names in its spec: a
-    # lookup of a name its author wrote would tell by its timing whether that content exists.
-    content_name = status.get("boundVolumeSnapshotContentName")
-    content = view.volume_snapshot_content(str(content_name)) if content_name else None
-    back = ((content or {}).get("spec") or {}).get("volumeSnapshotRef") or {}
-    if (back.get("namespace"), back.get("name")) != (state.namespace, (snapshot.get("metadata") or {}).get("name")):
-        content = None  # as with a claim's PV: a content counts only when it names this snapshot back
     if content is None:
         return SourcePlace(volume, label, UNRESOLVED, why=f"source of {short} gone, its content unknown")
     content_spec = content.get("spec") or {}
     driver, handle = content_spec.get("driver"), (content_spec.get("source") or {}).get("volumeHandle")
     pv = view.pv_for_handle(str(driver), str(handle)) if driver and handle else None
-    if pv is None:
-        return SourcePlace(volume, label, UNRESOLVED, why=f"no PV known for VolumeSnapshotContent {content_name}")
-    return _from_pv(view, policy, volume, label=label, pv=pv, pvc=None)
+    if pv is not None:
+        return _from_pv(view, policy, volume, label=label, pv=pv, pvc=None)
+    if upload is not None:
+        return _from_upload(view, policy, volume, label, upload)
+    managed_by = ((content.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY)
+    if isinstance(managed_by, str) and managed_by:
+        return SourcePlace(volume, label, NODE, node=managed_by, content=content_name)
+    return SourcePlace(volume, label, UNRESOLVED, why=f"no PV known for VolumeSnapshotContent {content_name}")
+
+
+def content_terms(content: Json) -> tuple[Json, ...] | None:
+    """A content's `spec.nodeAffinity` (KEP-5943: TopologySelectorTerms, each ANDing `key In values`
+    requirements, the terms ORed) as node selector terms; None when it has none."""
+    terms = []
+    for term in (content.get("spec") or {}).get("nodeAffinity") or ():
+        expressions = [
+            {"key": str(r.get("key")), "operator": "In", "values": list(r.get("values") or ())}
+            for r in term.get("matchLabelExpressions") or ()
+        ]
+        if expressions:
+            terms.append({"matchExpressions": expressions})
+    return tuple(terms) or None
+
+
+def _from_terms(
+    view: ClusterView, volume: ClaimVolume, label: str, terms: tuple[Json, ...], content: str
+) -> SourcePlace:
+    """The snapshot's own topology: its one known node, else its terms (any node they admit can restore it)."""
+    nodes = view.node_set().volume_nodes(terms)
+    if len(nodes) == 1:
+        return SourcePlace(volume, label, NODE, node=nodes[0], content=content)
+    return SourcePlace(volume, label, ZONE, terms=terms, content=content)
+
+
+def _from_upload(
+    view: ClusterView, policy: Policy, volume: ClaimVolume, label: str, upload: UploadSource
+) -> SourcePlace:
+    source = f"{label} ({upload.upload} of claim {upload.claim or 'unknown'})"
+    if upload.pv is None:
+        return SourcePlace(volume, source, UNRESOLVED, why=upload.why, upload=upload.upload)
+    place = _from_pv(view, policy, volume, label=source, pv=upload.pv, pvc=upload.pvc)
+    return replace(place, upload=upload.upload, terms=pv_required_terms(upload.pv) or ())
 
 
 def _from_claim(
@@ -204,10 +268,18 @@ def pv_node(view: ClusterView, pv: Json | None) -> str:
     return nodes[0] if len(nodes) == 1 else ""
 
 
-def source_places(view: ClusterView, policy: Policy, namespace: str, volumes: list[ClaimVolume]) -> list[SourcePlace]:
-    """Every pending snapshot or clone claim of a pod with where its source lets it be provisioned."""
+def source_places(
+    view: ClusterView,
+    policy: Policy,
+    namespace: str,
+    volumes: list[ClaimVolume],
+    upload: UploadSource | None = None,
+) -> list[SourcePlace]:
+    """Every pending snapshot or clone claim of a pod with where its source lets it be provisioned; `upload` is
+    the DataUpload of a backup pod of Velero's exposer, followed for the claim named after it (its backup claim)."""
     places = []
     for volume, ref in pending_sources(view, volumes):
         deadline.check()
-        places.append(resolve(view, policy, namespace, volume, ref))
+        own = upload if upload is not None and volume.claim == upload.name else None
+        places.append(resolve(view, policy, namespace, volume, ref, upload=own))
     return places

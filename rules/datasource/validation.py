@@ -9,6 +9,7 @@ source and that source's node.
 from __future__ import annotations
 
 from rules.context import Context, PodTarget
+from rules.datasource.exposer import upload_source
 from rules.datasource.mutation import conflict
 from rules.datasource.scope import in_scope
 from rules.datasource.sources import NODE, source_places
@@ -22,7 +23,8 @@ FAMILY = "dataSource"
 def check_data_source(ctx: Context, target: PodTarget) -> None:
     if target.kind not in POD_KINDS or ctx.subject.operation != "CREATE" or not in_scope(ctx.policy, target):
         return
-    places = source_places(ctx.view, ctx.policy, target.namespace, target.volumes(ctx.view))
+    upload = upload_source(ctx.view, ctx.policy, target)
+    places = source_places(ctx.view, ctx.policy, target.namespace, target.volumes(ctx.view), upload)
     nodes = [p for p in places if p.kind == NODE]
     if not nodes:
         return
@@ -45,6 +47,6 @@ def check_data_source(ctx: Context, target: PodTarget) -> None:
         ctx.report(
             target.field("spec"),
             f"nodeSelector or required node affinity excludes node {place.node}, where claim {place.claim} "
-            f"must be provisioned (restored from {place.source}, PV {place.pv}): the pod could never start",
+            f"must be provisioned (restored from {place.source}, {place.holder}): the pod could never start",
             FAMILY,
         )

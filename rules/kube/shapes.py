@@ -263,10 +263,34 @@ VOLUME_SNAPSHOT = obj(
         "status": obj({"boundVolumeSnapshotContentName": string}),
     }
 )
+#: KEP-5943's `nodeAffinity`: TopologySelectorTerms (kubernetes-csi/external-snapshotter#1463).
+_TOPOLOGY_TERM = obj(
+    {"matchLabelExpressions": list_of(obj({"key": string, "values": list_of(string)}, required=("key",)))}
+)
 VOLUME_SNAPSHOT_CONTENT = obj(
     {
         "metadata": METADATA,
-        "spec": obj({"driver": string, "source": obj({"volumeHandle": string, "snapshotHandle": string})}),
+        "spec": obj(
+            {
+                "driver": string,
+                "source": obj({"volumeHandle": string, "snapshotHandle": string}),
+                "volumeSnapshotRef": obj({"namespace": string, "name": string}),
+                "nodeAffinity": list_of(_TOPOLOGY_TERM),
+            }
+        ),
+    }
+)
+#: Velero's DataUpload (vmware-tanzu/velero pkg/apis/velero/v2alpha1/data_upload_types.go).
+DATA_UPLOAD = obj(
+    {
+        "metadata": METADATA,
+        "spec": obj(
+            {
+                "sourceNamespace": string,
+                "sourcePVC": string,
+                "csiSnapshot": obj({"volumeSnapshot": string, "storageClass": string}),
+            }
+        ),
     }
 )
 VIRTUAL_MACHINE = obj(
@@ -343,5 +367,6 @@ SHAPES.update(
         "DataVolume": DATA_VOLUME,
         "ReferenceGrant": REFERENCE_GRANT,
         "ReplicationDestination": REPLICATION_DESTINATION,
+        "DataUpload": DATA_UPLOAD,
     }
 )

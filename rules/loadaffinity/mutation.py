@@ -42,6 +42,7 @@ from rules.kube.tolerations import merge_policy_tolerations
 from rules.kube.volumes import SELECTED_NODE, WAIT_FOR_FIRST_CONSUMER, ClaimVolume, node_local_terms, storage_class_of
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.loadaffinity.nodeagents import restrict_to_node_agents, warn_selected_node
+from rules.loadaffinity.source import and_source_terms
 from rules.loadaffinity.velero import VeleroConfigError, read_config
 from rules.memo import Memo, digest, json_weight
 from rules.messages import counted
@@ -88,6 +89,8 @@ def _mutate(ctx: Context, target: PodTarget, role: str) -> None:
 def _place(ctx: Context, target: PodTarget, role: str) -> str | None:
     """Load affinity; what chose the pod's nodes, for the node-agent step (None: it was pinned and warned)."""
     add_tolerations(target, ctx.policy.tolerations)
+    if role == "backup":
+        and_source_terms(ctx, target)
     settings = settings_for(ctx, target)
     if settings is None:
         return OWN_CONSTRAINTS

@@ -28,6 +28,9 @@ def _grants_of_the_list(values: dict[str, Any]) -> set[Grant]:
     source = values.get("policy", {}).get("loadAffinitySource", {}).get("configMap")
     if source:
         conditions.add("velero")
+    data_mover = values.get("policy", {}).get("nodeAgent", {}).get("namespace") or (source or {}).get("namespace")
+    if data_mover:
+        conditions.add("datamover")
     names = {
         "policy-configmap": ["storage-affinity-policy"],
         "velero-configmap": [source["name"]] if source else [],
@@ -36,16 +39,26 @@ def _grants_of_the_list(values: dict[str, Any]) -> set[Grant]:
         "webhook-configuration": [FULLNAME],
         "report": [REPORT_NAME],
     }
-    return expected_grants(conditions, {"release": NAMESPACE, "velero": source["namespace"] if source else ""}, names)
+    namespaces = {"release": NAMESPACE, "velero": source["namespace"] if source else "", "datamover": data_mover or ""}
+    return expected_grants(conditions, namespaces, names)
 
 
-@pytest.mark.parametrize("velero", [False, True], ids=["no-velero-source", "velero-source"])
+#: How a policy names Velero's namespace: not at all, by the ConfigMap it reads, or as OADP's node-agents' (which
+#: then differs from the ConfigMap's).
+VELERO_POLICIES: dict[str, dict[str, Any]] = {
+    "no-velero-source": {},
+    "velero-source": {"loadAffinitySource": {"configMap": VELERO}},
+    "node-agent-namespace": {"nodeAgent": {"namespace": "openshift-adp"}, "loadAffinitySource": {"configMap": VELERO}},
+}
+
+
+@pytest.mark.parametrize("velero", VELERO_POLICIES)
 @pytest.mark.parametrize("api", [*REPORT_APIS, "off"])
 @pytest.mark.parametrize("mode", CERTIFICATE_MODES)
-def test_the_chart_grants_exactly_what_the_server_calls(mode: str, api: str, velero: bool) -> None:
+def test_the_chart_grants_exactly_what_the_server_calls(mode: str, api: str, velero: str) -> None:
     values = {**SCENARIOS[mode], "reports": {"api": api}}
-    if velero:
-        values["policy"] = {"loadAffinitySource": {"configMap": VELERO}}
+    if VELERO_POLICIES[velero]:
+        values["policy"] = VELERO_POLICIES[velero]
     granted = rendered_grants(render(values))
     wanted = _grants_of_the_list(values)
     assert not granted - wanted, f"granted and never called: {sorted(granted - wanted, key=str)}"

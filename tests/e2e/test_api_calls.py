@@ -42,8 +42,8 @@ def test_the_server_calls_only_what_the_list_says(tmp_path: Path) -> None:
         requests = list(api.requests)
 
     grants = expected_grants(
-        {"velero", "reports", "openreports", "wgpolicyk8s"},
-        {"release": NAMESPACE, "velero": VELERO[0]},
+        {"velero", "datamover", "reports", "openreports", "wgpolicyk8s"},
+        {"release": NAMESPACE, "velero": VELERO[0], "datamover": VELERO[0]},
         {
             "policy-configmap": ["storage-affinity-policy"],
             "velero-configmap": [VELERO[1]],
@@ -63,6 +63,7 @@ def test_the_server_calls_only_what_the_list_says(tmp_path: Path) -> None:
     namespace = review["request"]["object"]["metadata"]["namespace"]
     assert Grant("", "persistentvolumeclaims", "get", namespace, "not-in-the-index") in made
     assert not [g for g in made if g.resource == "configmaps" and ANY in (g.namespace, g.name)]
+    assert Grant("velero.io", "datauploads", "watch", VELERO[0], ANY) in made  # in Velero's namespace alone
     assert {g.verb for g in made if g.group == "openreports.io"} >= {"list", "create"}
 
 

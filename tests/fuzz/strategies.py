@@ -26,10 +26,13 @@ from rules.annotations import (
     STORAGE_CLASS,
 )
 from rules.checks import disk
+from rules.datasource.exposer import DATA_UPLOAD_LABEL
+from rules.datasource.sources import MANAGED_BY
 from rules.kube.tolerations import toleration_problems
 from rules.model import Json
 from rules.policy import POLICY_KEY, POLICY_LABEL
 from testkit import sourceobjects
+from testkit.exposerchain import backup_chain, data_upload
 from testkit.sourceobjects import present
 from testkit.velero import node_agent_pod
 
@@ -756,7 +759,7 @@ def policy_documents(draw: st.DrawFn) -> Json:
             present,
             mode=_maybe(st.sampled_from(("require", "warn", "off"))),
             maxNodeNames=_maybe(st.integers(1, 8)),
-            namespace=_maybe(st.sampled_from(("", "velero"))),
+            namespace=_maybe(st.sampled_from(("", "velero", NAMESPACE))),
         ),
         "dataSource": st.builds(
             present,
@@ -970,7 +973,7 @@ def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
             },
         }
     )
-    kind = draw(st.sampled_from(("snapshot", "snapshot", "clone", "populator")))
+    kind = draw(st.sampled_from(("snapshot", "snapshot", "clone", "populator", "exposer")))
     field = draw(st.sampled_from(("dataSource", "dataSourceRef")))
     if kind in ("snapshot", "populator"):
         state.append(sourceobjects.volume_snapshot("snap-1", NAMESPACE, "data", content="content-snap-1"))
@@ -981,6 +984,9 @@ def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
             )
         )
         ref = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "snap-1"}
+    elif kind == "exposer":  # Velero's exposer chain: `cache` is the backup claim of the DataUpload `cache`
+        state.extend(draw(_exposer_chain(source_node)))
+        ref = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "cache"}
     else:
         ref = {"kind": "PersistentVolumeClaim", "name": "data"}
     if kind == "populator":  # VolSync's volume populator: only a dataSourceRef names a ReplicationDestination
@@ -1005,11 +1011,31 @@ def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
     )
     pod = draw(st.one_of(pods(MOVER), pods(BACKUP), pods(RESTORE), cdi_worker_pods()))
     pod["metadata"]["namespace"] = NAMESPACE
+    if kind == "exposer" and draw(st.booleans()):
+        pod["metadata"].setdefault("labels", {})[DATA_UPLOAD_LABEL] = "cache"
     volumes = [v for v in pod["spec"].get("volumes", ()) if v["name"] not in ("held", "cdi-data-vol")]
     pod["spec"]["volumes"] = [{"name": "held", "persistentVolumeClaim": {"claimName": "cache"}}, *volumes]
     if draw(st.sampled_from((True, True, False))):
         pod["spec"].pop("nodeName", None)
     return state, pod
+
+
+@st.composite
+def _exposer_chain(draw: st.DrawFn, source_node: str) -> list[Json]:
+    """Velero's exposer chain for the backup claim `cache` (vmware-tanzu/velero pkg/exposer/csi_snapshot.go): the
+    DataUpload `cache` of `data` (or of a claim that is gone), its snapshot, and the content it re-created with only
+    a snapshot handle, maybe with KEP-5943 `nodeAffinity` or the distributed snapshotter's managed-by label."""
+    upload = data_upload("cache", NAMESPACE, draw(st.sampled_from(("data", "data", "gone-claim"))), namespace=NAMESPACE)
+    snapshot, content, _ = backup_chain("cache", namespace=NAMESPACE)
+    content["spec"]["driver"] = draw(st.sampled_from(DRIVERS))
+    extra = draw(st.sampled_from(("none", "none", "nodeAffinity", "managed-by")))
+    if extra == "nodeAffinity":
+        key = draw(st.sampled_from((HOSTNAME, *LABEL_KEYS)))
+        values = draw(st.lists(st.sampled_from((source_node, *NODES, *LABEL_VALUES)), min_size=1, max_size=2))
+        content["spec"]["nodeAffinity"] = [{"matchLabelExpressions": [{"key": key, "values": values}]}]
+    elif extra == "managed-by":
+        content["metadata"]["labels"] = {MANAGED_BY: draw(st.sampled_from((source_node, *NODES)))}
+    return [upload, snapshot, content]
 
 
 @st.composite

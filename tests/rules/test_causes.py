@@ -33,13 +33,14 @@ INDEXED_CAUSES = {
     "NoNodeAgent",
     "DataSourceNotReady",
     "DataSourcesApart",
+    "BackupSnapshotElsewhere",
     "DataSourceElsewhere",
     "VMPlacementConflict",
     "VolumeTopologyConflict",
 }
 CASE_KEYS = {"name", "source", "state", "stuck", "policy", "cause", "says"}
 #: Custom resources the official schema does not cover: their shapes follow tests/data/datasource/library.yaml.
-CUSTOM_KINDS = {"VolumeSnapshot", "VolumeSnapshotContent", "VirtualMachine"}
+CUSTOM_KINDS = {"VolumeSnapshot", "VolumeSnapshotContent", "VirtualMachine", "DataUpload"}
 
 
 def indexed_cases() -> list[dict[str, Any]]:

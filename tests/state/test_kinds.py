@@ -43,6 +43,25 @@ def test_the_written_list_of_api_calls_names_each_kind_with_its_verbs() -> None:
     assert by_name == {e.plural for e in STATE_KINDS if e.watched == "by-name"}
 
 
+def test_the_kinds_read_in_velero_namespace_are_granted_there_alone() -> None:
+    """A Role in Velero's namespace as the policy names it, never the ClusterRole (checked above), and the written
+    list says so; the server lists them only there (webhook/state/optional.py)."""
+    in_velero = {(e.group, e.plural): sorted(e.namespace_verbs) for e in STATE_KINDS if e.namespace_verbs}
+    assert in_velero
+    written = {
+        (call["group"], call["resource"]): sorted(call["verbs"])
+        for call in calls()
+        if call["where"] == "datamover" and str(call["by"]).startswith("webhook/state/")
+    }
+    assert written == in_velero
+    docs = render({"policy": {"nodeAgent": {"namespace": "openshift-adp"}}})
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == f"{FULLNAME}-datamover"]
+    assert role["metadata"]["namespace"] == "openshift-adp"
+    granted = {(g.group, g.resource, g.verb) for g in rendered_grants([role])}
+    assert granted == {(group, plural, verb) for (group, plural), verbs in in_velero.items() for verb in verbs}
+    assert not [d for d in render() if d["kind"] == "Role" and d["metadata"]["name"] == f"{FULLNAME}-datamover"]
+
+
 def test_the_kinds_without_a_feature_gate_are_the_ones_listed_through_typed_clients() -> None:
     # The index, the fake API's resources and the optional groups are built from the list itself.
     assert {e.kind for e in STATE_KINDS if e.feature is None} == {e.kind for e in STATE_KINDS if e.lister}

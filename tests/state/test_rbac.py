@@ -8,14 +8,20 @@ import time
 
 import pytest
 
+from rules.policy import Policy, policy_from_document
 from testkit.fakeapi import FakeKubeAPI
 from testkit.rbac import allowed, chart_grants, request_grant
 from tests.state.conftest import Live, eventually
 from webhook.state.kinds import STATE_KINDS, StateKind
 
 
+def _naming_velero() -> Policy:
+    """A policy that names Velero's namespace, so that every kind is read, DataUploads in that namespace too."""
+    return policy_from_document({"nodeAgent": {"namespace": "velero"}})
+
+
 def test_the_chart_rules_are_enough_to_get_ready(fake_api: FakeKubeAPI, live: Live) -> None:
-    _, runtime = live()
+    _, runtime = live(base=_naming_velero())
     # loaded(), not ready() alone: readiness says "ok (discovery pending)" before discovery answers, while a worker
     # takes no review until the optional groups discovered have been listed too
     eventually(lambda: runtime.loaded() and runtime.ready(), what="loaded and ready with what the chart grants")
@@ -31,7 +37,7 @@ def test_without_the_rule_of_a_kind_the_server_is_refused_and_never_ready(
     fake_api.grants = frozenset(
         grant for grant in chart_grants() if (grant.group, grant.resource) != (entry.group, entry.plural)
     )
-    _, runtime = live()
+    _, runtime = live(base=_naming_velero())
     refused = eventually(
         lambda: [detail for detail in runtime.readiness().values() if detail and "403" in detail],
         what=f"a readiness check says the {entry.plural} list is refused",

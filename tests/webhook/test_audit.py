@@ -295,7 +295,11 @@ def test_the_live_audit_lists_snapshots_and_their_contents(capsys: pytest.Captur
     mover whose claim is restored from a VolumeSnapshot not ready to use (tests/data/audit/causes.yaml) is said to
     wait for it, not for a snapshot that "does not exist"; the cluster-scoped VolumeSnapshotContents are listed
     with the audit of one namespace too."""
-    (case,) = [c for c in CAUSES["cases"] if any(o["kind"] == "VolumeSnapshot" for o in c.get("state", ()))]
+    (case,) = [
+        c
+        for c in CAUSES["cases"]
+        if c["cause"] == "DataSourceNotReady" and any(o["kind"] == "VolumeSnapshot" for o in c.get("state", ()))
+    ]
     content = {
         "apiVersion": "snapshot.storage.k8s.io/v1",
         "kind": "VolumeSnapshotContent",

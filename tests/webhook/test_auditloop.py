@@ -8,6 +8,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,8 @@ def test_stuck_storage_pods_are_counted_by_cause(tmp_path: Path) -> None:
     # as JSON: objects the table shares between cases (YAML anchors) would be written as aliases, which are refused
     cluster.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
     rt = runtime(cluster)
+    # the policy names Velero's namespace, where a backup pod's DataUpload is read (BackupSnapshotElsewhere)
+    rt.policy = replace(rt.policy, node_agent_namespace="velero")
     loop = AuditLoop(rt, interval=60)
     loop.run_once()
     expected = Counter(c["cause"] for c in cases)

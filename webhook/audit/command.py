@@ -134,11 +134,17 @@ def policy_from_api(
 
 
 def objects_from_api(
-    kubeconfig: Path | None, namespace: str | None, progress: Callable[[str], None], *, timeout: float = PAGE_TIMEOUT
+    kubeconfig: Path | None,
+    namespace: str | None,
+    progress: Callable[[str], None],
+    *,
+    timeout: float = PAGE_TIMEOUT,
+    velero_namespace: str = "",
 ) -> tuple[list[Json], ClusterIndex]:
     """Every object the rules read, listed page by page from the API; the audited pods and ConfigMaps are kept
-    whole, the workloads trimmed to what their audit reads. Each page must come whole within `timeout` seconds
-    and the bytes and pages of webhook/state/bounded.py, or the audit ends naming the list."""
+    whole, the workloads trimmed to what their audit reads; the kinds read in Velero's namespace alone, there
+    (`velero_namespace`, as the policy names it; "": not listed). Each page must come whole within `timeout`
+    seconds and the bytes and pages of webhook/state/bounded.py, or the audit ends naming the list."""
     from kubernetes import client  # the client only where the API is used: `audit --cluster` works without it
 
     from webhook.state.apisource import ApiConfigError, load_configuration
@@ -183,7 +189,7 @@ def objects_from_api(
                         progress(f"listing {plural(kind)}: {count}…")
                 if time.monotonic() - started > 1.0:
                     progress(f"listed {counted(count, kind)}")
-            audited.extend(_optional_objects(api, namespace, index, limits))
+            audited.extend(_optional_objects(api, namespace, index, limits, velero_namespace))
     except RequestRefused as exc:
         raise AuditSourceError(f"{what}: {exc} (the Kubernetes API at {configuration.host})") from None
     except AuditSourceError:
@@ -197,16 +203,23 @@ def objects_from_api(
     return audited, index
 
 
-def _optional_objects(api: Any, namespace: str | None, index: ClusterIndex, limits: Any) -> list[Json]:
+def _optional_objects(
+    api: Any, namespace: str | None, index: ClusterIndex, limits: Any, velero_namespace: str
+) -> list[Json]:
     """The objects of every optional group the server follows (webhook/state/optional.py: VolumeSnapshots and
-    their contents, KubeVirt VirtualMachines, CDI DataVolumes), put into the index; none of a group the cluster
-    does not serve (not an error). The VMs among them are audited against the nodes their disks are bound on."""
+    their contents, KubeVirt VirtualMachines, CDI DataVolumes, Velero's DataUploads), put into the index; none of
+    a group the cluster does not serve (not an error). The VMs among them are audited against the nodes their
+    disks are bound on."""
     from webhook.state.optional import OPTIONAL_GROUPS
 
     found: list[Json] = []
     for group in OPTIONAL_GROUPS:
         for resources, kind in group.resources:
             scope = None if kind in group.cluster_scoped else namespace  # listed everywhere: kinds.py says why
+            if kind in group.in_velero_namespace:  # where the server reads them, whatever namespace is audited
+                if not velero_namespace:
+                    continue
+                scope = velero_namespace
             found.extend(
                 _custom_objects(api, scope, index, (group.group, group.version, resources), kind, limits=limits)
             )

@@ -73,6 +73,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rules.datasource.exposer import data_mover_namespace
     from rules.policy import PolicyError
     from rules.safeload import DocumentError
     from webhook.audit import command as audit
@@ -86,19 +87,24 @@ def run(args: argparse.Namespace) -> int:
                 "the live audit judges by the server's policy: give --policy-namespace (the webhook's namespace, "
                 "where its policy ConfigMap is; $POD_NAMESPACE in its pod) or --policy FILE"
             )
-        if args.cluster:
-            objects, view = audit.objects_from_files(args.cluster)
-        else:
-            progress = audit.progress_to(sys.stderr)
-            objects, view = audit.objects_from_api(
-                args.kubeconfig, args.namespace, progress, timeout=args.lookup_timeout
-            )
+        # the policy first: it names Velero's namespace, where the live audit lists DataUploads
         if from_cluster:
             policy, source = audit.policy_from_api(
                 args.kubeconfig, args.policy_namespace, args.policy_configmap, timeout=args.lookup_timeout
             )
         else:
             policy, source = load_policy_file(args.policy)
+        if args.cluster:
+            objects, view = audit.objects_from_files(args.cluster)
+        else:
+            progress = audit.progress_to(sys.stderr)
+            objects, view = audit.objects_from_api(
+                args.kubeconfig,
+                args.namespace,
+                progress,
+                timeout=args.lookup_timeout,
+                velero_namespace=data_mover_namespace(policy),
+            )
     except (DocumentError, PolicyError, audit.AuditSourceError, ClusterPolicyUnreadable) as exc:
         print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

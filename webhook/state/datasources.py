@@ -1,8 +1,9 @@
 """What the index keeps of data sources and of the VMs that will use a disk (docs/design.md#12-data-sources):
-VolumeSnapshots, VolumeSnapshotContents, KubeVirt VirtualMachines, CDI DataVolumes and the ReferenceGrants that
-open a namespace's sources to claims of another, trimmed to the fields the rules read, the data-source fields of
-claims and the CSI handle of volumes, and the lookups built from them (a CSI volume handle → its PV; a claim or
-DataVolume → the VMs that name it; a namespace → its grants), kept in step with every apply and remove.
+VolumeSnapshots, VolumeSnapshotContents, KubeVirt VirtualMachines, CDI DataVolumes, the ReferenceGrants that
+open a namespace's sources to claims of another and Velero's DataUploads, trimmed to the fields the rules read,
+the data-source fields of claims and the CSI handle of volumes, and the lookups built from them (a CSI volume
+handle → its PV; a claim or DataVolume → the VMs that name it; a namespace → its grants), kept in step with every
+apply and remove.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rules.datasource.sources import MANAGED_BY
 from rules.datasource.vm import PRIME_PREFIX, vm_claims
 from rules.kube.nodeaffinity import REQUIRED_KEY, required_node_affinity
 from rules.model import Json
@@ -52,8 +54,16 @@ def _snapshot(obj: Mapping[str, Any], out: Json) -> None:
 
 def _snapshot_content(obj: Mapping[str, Any], out: Json) -> None:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    out["spec"] = {k: spec[k] for k in ("driver", "source", "volumeSnapshotRef") if k in spec}
+    out["spec"] = {k: spec[k] for k in ("driver", "source", "volumeSnapshotRef", "nodeAffinity") if k in spec}
     out["status"] = {k: status[k] for k in ("readyToUse",) if k in status}
+    node = ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY)
+    if node is not None:  # the node of a distributed snapshot, where its source PV is gone
+        out["metadata"]["labels"] = {MANAGED_BY: node}
+
+
+def _data_upload(obj: Mapping[str, Any], out: Json) -> None:
+    spec = obj.get("spec") or {}
+    out["spec"] = {k: spec[k] for k in ("sourceNamespace", "sourcePVC") if k in spec}
 
 
 def _virtual_machine(obj: Mapping[str, Any], out: Json) -> None:
@@ -103,6 +113,7 @@ TRIMMERS: dict[str, Callable[[Mapping[str, Any], Json], None]] = {
     "DataVolume": _data_volume,
     "ReferenceGrant": _reference_grant,
     "ReplicationDestination": _replication_destination,
+    "DataUpload": _data_upload,
 }
 
 

@@ -19,6 +19,7 @@ from rules.kube.nodeset import NodeSet
 from rules.kube.volumes import claim_references
 from rules.loadaffinity.agents import NO_AGENTS, AgentState, NodeAgents, agent_state, is_node_agent, last_changed
 from rules.model import PREFIX, Json, namespaced_name
+from webhook.state.datamover import DataMoverLookups
 from webhook.state.datasources import TRIMMERS, SourceLinks, trim_data_source
 from webhook.state.ended import CONDITION_FIELDS, ended_status
 from webhook.state.kinds import STATE_KINDS
@@ -206,7 +207,7 @@ def identity(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str]]:
     return str(obj.get("kind")), namespaced_name(obj)
 
 
-class ClusterIndex:
+class ClusterIndex(DataMoverLookups):
     """A `rules.cluster.ClusterView` over indexed objects; `apply` and `remove` are what a watch calls."""
 
     def __init__(self) -> None:

@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 #: How the live server reads a kind: `cluster` lists and watches it across all namespaces; `by-name` watches only
-#: the ConfigMaps it is told of, each in its namespace with a field selector on its name (webhook/state/live.py).
-Watched = Literal["cluster", "by-name"]
+#: the ConfigMaps it is told of, each in its namespace with a field selector on its name (webhook/state/live.py);
+#: `velero-namespace` lists and watches it in Velero's namespace as the policy names it, and nowhere while it
+#: names none (rules/datasource/exposer.py `data_mover_namespace`), under the chart's Role there
+#: (webhook/state/optional.py).
+Watched = Literal["cluster", "by-name", "velero-namespace"]
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,15 @@ class StateKind:
 
     @property
     def verbs(self) -> tuple[str, ...]:
-        """The RBAC verbs the server needs on it cluster-wide (none for a kind read by name only)."""
-        if self.watched == "by-name":
+        """The RBAC verbs the server needs on it cluster-wide (none for a kind read by name, or in one namespace)."""
+        if self.watched != "cluster":
             return ()
         return ("get", "list", "watch") if self.getter else ("list", "watch")
+
+    @property
+    def namespace_verbs(self) -> tuple[str, ...]:
+        """The RBAC verbs the server needs on it in Velero's namespace (a Role there), for a kind read there alone."""
+        return ("list", "watch") if self.watched == "velero-namespace" else ()
 
 
 STATE_KINDS: tuple[StateKind, ...] = (
@@ -143,6 +151,15 @@ STATE_KINDS: tuple[StateKind, ...] = (
         "v1alpha1",
         True,
         feature="claims filled by VolSync's volume populator",
+    ),
+    StateKind(
+        "DataUpload",
+        "datauploads",
+        "velero.io",
+        "v2alpha1",
+        True,
+        watched="velero-namespace",
+        feature="backup pods of Velero's CSI data mover placed by their source volume",
     ),
 )
 

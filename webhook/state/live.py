@@ -33,6 +33,7 @@ from kubernetes.client import ApiException
 
 from rules import deadline
 from rules.cluster import LookupFailed
+from rules.datasource.exposer import data_mover_namespace
 from rules.kube.nodeset import NodeSet
 from rules.loadaffinity.agents import NodeAgents
 from rules.model import Json
@@ -199,7 +200,9 @@ class LiveClusterState:
                     metrics.CACHE_AGE.labels(resource_watch.resource.name).set(resource_watch.age())
 
     def _follow_policy(self, policy: Policy) -> None:
-        """Watch the Velero ConfigMap the policy names (and only it); switch when the policy names another."""
+        """Watch the Velero ConfigMap the policy names (and only it); switch when the policy names another. The
+        kinds read in Velero's namespace alone follow the namespace the policy names."""
+        self.optional.follow_namespace(data_mover_namespace(policy))
         target = policy.load_affinity_source
         with self._lock:
             current = self._velero
@@ -346,6 +349,9 @@ class LiveClusterState:
 
     def replication_destination(self, namespace: str, name: str) -> Json | None:
         return self.index.replication_destination(namespace, name)
+
+    def data_upload(self, namespace: str, name: str) -> Json | None:
+        return self.index.data_upload(namespace, name)
 
 
 def _what(kind: str, namespace: str, name: str) -> str:

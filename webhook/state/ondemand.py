@@ -222,3 +222,7 @@ class OnDemandView:
     def replication_destination(self, namespace: str, name: str) -> Json | None:
         self._custom("ReplicationDestination", namespace, name)
         return self.index.replication_destination(namespace, name)
+
+    def data_upload(self, namespace: str, name: str) -> Json | None:
+        self._custom("DataUpload", namespace, name)
+        return self.index.data_upload(namespace, name)

@@ -1,7 +1,9 @@
 """API groups the webhook follows only while the cluster serves them: snapshot.storage.k8s.io (VolumeSnapshots and
 their contents, for data sources), kubevirt.io (VirtualMachines, for CDI workers), cdi.kubevirt.io (DataVolumes,
 named with their phase where a worker or a VM audit speaks of a disk) and gateway.networking.k8s.io
-(ReferenceGrants, without which a data source in another namespace is not followed). Discovery runs at start and
+(ReferenceGrants, without which a data source in another namespace is not followed) and velero.io (DataUploads,
+for backup pods of Velero's CSI data mover, listed and watched in Velero's namespace alone, as the policy names it,
+and not at all while it names none: `follow_namespace`). Discovery runs at start and
 then periodically; a group that appears is listed and watched like every other resource, one that is absent (or
 goes away) turns its feature off with one log line and a readiness detail that stays "ok" — never an error or a
 failed start: the rules then see no snapshot and no VM, which they treat as "unresolved" or "no VM".
@@ -31,6 +33,7 @@ class OptionalGroup:
     resources: tuple[tuple[str, str], ...]  # (plural, kind)
     feature: str
     cluster_scoped: frozenset[str] = frozenset()  # the kinds listed cluster-wide even for one namespace
+    in_velero_namespace: frozenset[str] = frozenset()  # the kinds listed in Velero's namespace alone
 
 
 def _optional_groups() -> tuple[OptionalGroup, ...]:
@@ -46,6 +49,7 @@ def _optional_groups() -> tuple[OptionalGroup, ...]:
             tuple((entry.plural, entry.kind) for entry in entries),
             str(entries[0].feature),
             frozenset(entry.kind for entry in entries if entry.all_namespaces),
+            frozenset(entry.kind for entry in entries if entry.watched == "velero-namespace"),
         )
         for (group, version), entries in groups.items()
     )
@@ -73,6 +77,7 @@ class OptionalGroups:
         self.answered = False  # a discovery has come back, served groups or an error: what loading waits for
         self._started = False
         self._stopped = False  # a discovery answered after stop() must not start watches nobody stops
+        self._velero_namespace = ""  # where the kinds read in Velero's namespace alone are listed ("": nowhere)
 
     def discover(self) -> None:
         """Ask the API which groups it serves; follow the ones that appeared, drop the ones that went away."""
@@ -103,12 +108,29 @@ class OptionalGroups:
                     log.info("API group %s/%s is not served: %s off", group.group, group.version, group.feature)
                     self._drop(group)
 
+    def follow_namespace(self, namespace: str) -> None:
+        """Velero's namespace as the policy names it ("": none): the kinds read there alone are listed and watched
+        there from now on, what the index held of them from another namespace forgotten."""
+        with self._lock:
+            if namespace == self._velero_namespace or self._stopped:
+                return
+            self._velero_namespace = namespace
+            for group in OPTIONAL_GROUPS:
+                if group.in_velero_namespace and self._served[group.group]:
+                    self._drop(group)
+                    self._follow(group)
+
     def _follow(self, group: OptionalGroup) -> None:
         watches = []
         for plural, kind in group.resources:
-            resource = Resource(
-                plural, kind, self.custom.list_cluster_custom_object, (group.group, group.version, plural)
-            )
+            if kind in group.in_velero_namespace:
+                if not self._velero_namespace:
+                    continue
+                namespaced = (group.group, group.version, self._velero_namespace, plural)
+                resource = Resource(plural, kind, self.custom.list_namespaced_custom_object, namespaced)
+            else:
+                everywhere = (group.group, group.version, plural)
+                resource = Resource(plural, kind, self.custom.list_cluster_custom_object, everywhere)
             watches.append(ResourceWatch(resource, IndexSink(self.index, kind, self.deleted), self.options))
         self._watches[group.group] = watches
         if self._started:
@@ -146,11 +168,14 @@ class OptionalGroups:
 
         def state() -> str | None:
             with self._lock:
-                served, watches, error = (
+                served, watches, error, namespace = (
                     self._served[group.group],
                     self._watches.get(group.group, []),
                     self._discovery_error,
+                    self._velero_namespace,
                 )
+            if served and group.in_velero_namespace and not namespace:
+                return f"ok (the policy names no Velero namespace: {group.feature} off)"
             if served:
                 problems = [f"{w.resource.name}: {p}" for w in watches if (p := w.readiness())]
                 return "; ".join(problems) or None

@@ -330,3 +330,12 @@ values schema leaves these to it: its output would name a JSON path, not what to
 {{- fail (printf "\n%s" (join "\n" $missing)) }}
 {{- end }}
 {{- end }}
+
+{{/* Velero's namespace as the policy names it, where the server reads Velero's DataUploads (webhook/state/kinds.py,
+watched "velero-namespace"): policy.nodeAgent.namespace, else that of policy.loadAffinitySource.configMap; empty
+when the policy names neither, and the server then reads none (rules/datasource/exposer.py data_mover_namespace). */}}
+{{- define "saw.dataMoverNamespace" -}}
+{{- $policy := .Values.policy | default dict }}
+{{- $source := ($policy.loadAffinitySource | default dict).configMap | default dict }}
+{{- ($policy.nodeAgent | default dict).namespace | default $source.namespace | default "" }}
+{{- end }}
