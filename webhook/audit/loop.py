@@ -38,6 +38,7 @@ from rules.loadaffinity.mutation import source_settings
 from rules.loadaffinity.nodeagents import entry_nodes
 from rules.model import Json
 from webhook import metrics
+from webhook.audit.events import EventWriter
 from webhook.audit.lease import LeaseElector
 from webhook.audit.reports import NotLeader, ReportWriter, WriteCounts
 from webhook.runtime import Runtime
@@ -69,6 +70,7 @@ class AuditLoop:
         lease: LeaseElector | None = None,
         *,
         workloads: Callable[[], Iterable[Json]] | None = None,
+        events: EventWriter | None = None,
     ) -> None:
         self.runtime = runtime
         self.interval = interval
@@ -76,6 +78,7 @@ class AuditLoop:
         self.reports = reports
         self.lease = lease  # None: this process writes reports alone (no other replica)
         self.workloads = workloads  # lists the workloads from the API (webhook/audit/workloads.py); None: none
+        self.events = events  # records Events on stuck pods and their owners (webhook/audit/events.py); None: off
         self.last_write: WriteCounts | None = None  # what the last run wrote, when it wrote reports
         self._lock: IO[str] | None = None
         self._published: set[tuple[str, str]] = set()
@@ -163,6 +166,8 @@ class AuditLoop:
         metrics.AUDIT_LAST_RUN.set(time.time())
         if self.reports is not None:
             self._write_reports(self.reports, reports, held)
+        if self.events is not None:
+            self._record_events(self.events, reports, held)
         audited = len(reports)
         _release(reports)
         log.info(
@@ -239,6 +244,19 @@ class AuditLoop:
             log.info("policy reports: the lease ran out during the run; the holder writes them")
         except Exception as exc:
             log.warning("policy reports not written: %s", describe(exc))
+
+    def _record_events(self, writer: EventWriter, reports: list[ObjectAudit], held: list[Json]) -> None:
+        """The Events, if this replica holds the lease, after the audit's own work; a failure is the writer's to
+        log and never ends the run."""
+        if self.lease is None or not self.lease.holds():
+            writer.forget()  # another replica records them: which series are this one's is unknown now
+            return
+        try:
+            slices = _Slices()
+            writer.record(_yielding(reports, slices), _yielding(held, slices), self.runtime.view, self.runtime.policy,
+                          between=slices.pause)  # fmt: skip
+        except Exception as exc:
+            log.warning("events not recorded: %s", describe(exc))
 
     def _publish_entry_nodes(self) -> None:
         """Per loadAffinity entry in force, its matching nodes with and without a Ready node-agent."""

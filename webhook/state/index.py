@@ -49,6 +49,7 @@ _METADATA: dict[str, tuple[str, ...]] = {
     "Pod": ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "labels"),
     "Node": ("name", "labels"),
     "ConfigMap": ("name", "namespace", "labels"),
+    "DataVolume": ("name", "namespace", "uid"),  # the audit's Events name it by UID (rules/auditevents.py)
 }
 _NAMES = ("name", "namespace")
 
@@ -67,6 +68,8 @@ def trim(obj: Mapping[str, Any]) -> Json:
         metadata["namespace"] = _text(metadata["namespace"])
     if kind == "Pod" and "labels" in metadata:
         metadata["labels"] = _shared(metadata["labels"])  # a workload's replicas carry the same labels
+    if kind == "Pod" and (owner := controller_reference(meta)) is not None:
+        metadata["ownerReferences"] = [_shared(owner)]  # one per controller: its replicas share it
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(_KEEP_ANNOTATION_PREFIXES)}
     if annotations:
         metadata["annotations"] = annotations
@@ -111,6 +114,19 @@ def trim(obj: Mapping[str, Any]) -> Json:
 
 #: The fields of a condition that say why a pod is stuck (rules/causes/).
 _CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime")
+
+
+#: What of a controller reference is kept: whom a CDI worker's trust and the audit's Events name.
+_OWNER_FIELDS = ("apiVersion", "kind", "name", "uid", "controller")
+
+
+def controller_reference(meta: Mapping[str, Any]) -> Json | None:
+    """The object's controller reference (`controller: true`), trimmed; None without one. Only the controller:
+    it is what a CDI worker's trust (rules/datasource/scope.py) and an audit Event's owner are read from."""
+    for owner in meta.get("ownerReferences") or ():
+        if isinstance(owner, Mapping) and owner.get("controller") is True:
+            return {k: owner[k] for k in _OWNER_FIELDS if k in owner}
+    return None
 
 
 def _pod_status(status: Mapping[str, Any]) -> Json:
