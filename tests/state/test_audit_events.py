@@ -21,6 +21,7 @@ from testkit.fakeapi.resources import Request
 from tests.rules.test_causes import NOW, TABLE
 from tests.state.conftest import NAMESPACE
 from tests.state.test_lease import LEASE, api_client
+from tests.support import validate_strict
 from webhook.audit.events import FAILURES_PER_RUN, NAMESPACE_LIMIT, RUN_LIMIT, EventWriter
 from webhook.audit.lease import LeaseElector
 from webhook.audit.loop import AuditLoop
@@ -198,6 +199,7 @@ def test_two_audits_record_each_stuck_pod_and_its_owner_then_update_their_series
             assert event["reportingInstance"] == f"{INSTANCE}-a"
             assert len(event["note"].encode()) <= NOTE_LIMIT and "Remedy: " in event["note"]
             assert "series" not in event
+            validate_strict(event)  # the official schema, as stored
     assert "claim data" in first[("ReplicationSource", "db", "MultiAttach")]["note"]
     assert first[("DataUpload", "nightly-9735-xk2p1", "VolumeTopologyConflict")]["regarding"]["apiVersion"] == (
         "velero.io/v2alpha1"
@@ -209,6 +211,7 @@ def test_two_audits_record_each_stuck_pod_and_its_owner_then_update_their_series
     assert set(second) == expected and fake_api.count("POST", "Event") == creates  # a series, not new Events
     for key, event in second.items():
         assert event["series"]["count"] == 2 and event["series"]["lastObservedTime"], key
+        validate_strict(event)
         assert {k: v for k, v in event.items() if k not in ("series", "metadata")} == {
             k: v for k, v in first[key].items() if k not in ("series", "metadata")
         }

@@ -7,8 +7,9 @@ and publishes `storage_affinity_audit_findings{family,namespace}`,
 loadAffinity entry in force its matching nodes with and without a Ready Velero node-agent
 (`storage_affinity_load_affinity_nodes`). One worker of a server audits: the one holding an advisory lock on a file
 in the directory its workers share (the lock goes with a dead worker, and a sibling takes over at its next turn).
-That worker also writes the policy reports when its replica holds the Lease (webhook/audit/lease.py: one writer across
-replicas; webhook/audit/reports.py: what it writes). The audit yields to the worker's other greenlets every few
+That worker also writes the policy reports and records Events on stuck storage pods when its replica holds the Lease
+(webhook/audit/lease.py: one writer across replicas; webhook/audit/reports.py and webhook/audit/events.py: what it
+writes). The audit yields to the worker's other greenlets every few
 milliseconds, so reviews keep being answered while 100,000 pods are audited: between objects, and within one between
 its parts that each run under a review deadline (rules/deadline.py), so no stretch is longer than one deadline. An
 object past the review budget (rules/budget.py) or a deadline is reported from then on without being evaluated

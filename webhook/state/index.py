@@ -68,8 +68,8 @@ def trim(obj: Mapping[str, Any]) -> Json:
         metadata["namespace"] = _text(metadata["namespace"])
     if kind == "Pod" and "labels" in metadata:
         metadata["labels"] = _shared(metadata["labels"])  # a workload's replicas carry the same labels
-    if kind == "Pod" and (owner := controller_reference(meta)) is not None:
-        metadata["ownerReferences"] = [_shared(owner)]  # one per controller: its replicas share it
+    if kind == "Pod" and (owner := controller_reference(meta)) is not None and owner.get("kind") in _READ_OWNERS:
+        metadata["ownerReferences"] = _shared([owner])  # one list per controller: its pods share it
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(_KEEP_ANNOTATION_PREFIXES)}
     if annotations:
         metadata["annotations"] = annotations
@@ -118,6 +118,9 @@ _CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime"
 
 #: What of a controller reference is kept: whom a CDI worker's trust and the audit's Events name.
 _OWNER_FIELDS = ("apiVersion", "kind", "name", "uid", "controller")
+#: The controllers of a pod that rules read (a CDI worker's claim; a mover's Job, a Velero pod's DataUpload or
+#: DataDownload: rules/auditevents.py); a ReplicaSet's, StatefulSet's or DaemonSet's pods keep none.
+_READ_OWNERS = frozenset({"PersistentVolumeClaim", "Job", "DataUpload", "DataDownload"})
 
 
 def controller_reference(meta: Mapping[str, Any]) -> Json | None:
