@@ -156,11 +156,7 @@ def replica(
 
 def stored_events(fake: FakeKubeAPI) -> dict[tuple[str, str, str], Json]:
     """The Events by (kind, name, reason) of the object they are about."""
-    return {
-        (e["regarding"]["kind"], e["regarding"]["name"], e["reason"]): e
-        for (plural, _, _), e in fake._objects.items()
-        if plural == "events"
-    }
+    return {(e["regarding"]["kind"], e["regarding"]["name"], e["reason"]): e for e in fake.objects("Event")}
 
 
 def event_requests(fake: FakeKubeAPI, agent: str = "") -> list[Request]:
