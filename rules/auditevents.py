@@ -138,7 +138,11 @@ def clip_bytes(text: str, limit: int = NOTE_LIMIT) -> str:
 
 
 def audit_events(
-    report: ObjectAudit, pod: Mapping[str, Any], jobs: Mapping[tuple[str, str], Json], view: ClusterView, policy: Policy
+    report: ObjectAudit,
+    pod: Mapping[str, Any],
+    jobs: Mapping[tuple[str, str], Mapping[str, Any]],
+    view: ClusterView,
+    policy: Policy,
 ) -> list[AuditEvent]:
     """The Events one audited pod calls for: for its stuck cause and for a Multi-Attach finding, each about the pod
     and about its owner when the state proves one. `jobs` are the listed Jobs by (namespace, UID)."""
@@ -175,7 +179,11 @@ def _note(said: str, remedy: str) -> str:
 
 
 def owner_of(
-    report: ObjectAudit, pod: Mapping[str, Any], jobs: Mapping[tuple[str, str], Json], view: ClusterView, policy: Policy
+    report: ObjectAudit,
+    pod: Mapping[str, Any],
+    jobs: Mapping[tuple[str, str], Mapping[str, Any]],
+    view: ClusterView,
+    policy: Policy,
 ) -> ObjectRef | None:
     """The object the pod's operator watches, as the cluster state proves it (module docstring); None otherwise."""
     metadata = pod.get("metadata") or {}
@@ -205,7 +213,7 @@ def controller_of(metadata: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def _volsync_owner(
-    namespace: str, controller: Mapping[str, Any], jobs: Mapping[tuple[str, str], Json]
+    namespace: str, controller: Mapping[str, Any], jobs: Mapping[tuple[str, str], Mapping[str, Any]]
 ) -> ObjectRef | None:
     if controller.get("kind") != "Job" or controller.get("apiVersion") != "batch/v1":
         return None
@@ -263,11 +271,15 @@ def _ref(namespace: str, owner: Mapping[str, Any]) -> ObjectRef:
     )
 
 
-def jobs_by_uid(objects: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Json]:
-    """The Jobs among `objects`, by (namespace, UID): what a mover's owner is checked against."""
-    out: dict[tuple[str, str], Json] = {}
-    for obj in objects:
-        metadata = obj.get("metadata") or {}
-        if obj.get("kind") == "Job" and metadata.get("uid"):
-            out[(str(metadata.get("namespace") or ""), str(metadata["uid"]))] = dict(obj)
-    return out
+def job_key(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A listed Job's (namespace, UID), what a mover's controller reference is checked against; None for any other
+    object."""
+    metadata = obj.get("metadata") or {}
+    if obj.get("kind") != "Job" or not metadata.get("uid"):
+        return None
+    return str(metadata.get("namespace") or ""), str(metadata["uid"])
+
+
+def jobs_by_uid(objects: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """The Jobs among `objects`, by (namespace, UID)."""
+    return {key: obj for obj in objects if (key := job_key(obj)) is not None}

@@ -35,7 +35,7 @@ from kubernetes import client
 from kubernetes.client import ApiException
 
 from rules.audit import ObjectAudit
-from rules.auditevents import AuditEvent, audit_events, jobs_by_uid
+from rules.auditevents import AuditEvent, audit_events, job_key
 from rules.cluster import ClusterView
 from rules.model import Json
 from rules.policy import Policy
@@ -139,19 +139,18 @@ class EventWriter:
         stuck = {(r.namespace, r.name): r for r in reports if r.kind == "Pod" and (r.cause or r.multi_attach)}
         wanted: list[AuditEvent] = []
         if stuck:
-            pods, jobs = {}, []
+            pods: dict[tuple[str, str], Mapping[str, Any]] = {}
+            jobs: dict[tuple[str, str], Mapping[str, Any]] = {}
             for obj in held:
-                kind = obj.get("kind")
-                if kind == "Job":
-                    jobs.append(obj)
-                elif kind == "Pod":
+                if obj.get("kind") == "Pod":
                     metadata = obj.get("metadata") or {}
                     key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
                     if key in stuck:
                         pods[key] = obj
-            by_uid = jobs_by_uid(jobs)
+                elif (job := job_key(obj)) is not None:
+                    jobs[job] = obj
             for key, report in stuck.items():
-                wanted += audit_events(report, pods.get(key) or {}, by_uid, view, policy)
+                wanted += audit_events(report, pods.get(key) or {}, jobs, view, policy)
                 between()
         return self.write(wanted, now or datetime.now(UTC))
 
