@@ -68,7 +68,7 @@ def trim(obj: Mapping[str, Any]) -> Json:
         metadata["namespace"] = _text(metadata["namespace"])
     if kind == "Pod" and "labels" in metadata:
         metadata["labels"] = _shared(metadata["labels"])  # a workload's replicas carry the same labels
-    if kind == "Pod" and (owner := controller_reference(meta)) is not None and owner.get("kind") in _READ_OWNERS:
+    if kind == "Pod" and (owner := controller_reference(meta, _READ_OWNERS)) is not None:
         metadata["ownerReferences"] = _shared([owner])  # one list per controller: its pods share it
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(_KEEP_ANNOTATION_PREFIXES)}
     if annotations:
@@ -123,11 +123,14 @@ _OWNER_FIELDS = ("apiVersion", "kind", "name", "uid", "controller")
 _READ_OWNERS = frozenset({"PersistentVolumeClaim", "Job", "DataUpload", "DataDownload"})
 
 
-def controller_reference(meta: Mapping[str, Any]) -> Json | None:
-    """The object's controller reference (`controller: true`), trimmed; None without one. Only the controller:
-    it is what a CDI worker's trust (rules/datasource/scope.py) and an audit Event's owner are read from."""
+def controller_reference(meta: Mapping[str, Any], kinds: frozenset[str] | None = None) -> Json | None:
+    """The object's controller reference (`controller: true`), trimmed, if its kind is one of `kinds` (any when
+    None); None otherwise. Only the controller: it is what a CDI worker's trust (rules/datasource/scope.py) and an
+    audit Event's owner (rules/auditevents.py) are read from."""
     for owner in meta.get("ownerReferences") or ():
         if isinstance(owner, Mapping) and owner.get("controller") is True:
+            if kinds is not None and owner.get("kind") not in kinds:
+                return None
             return {k: owner[k] for k in _OWNER_FIELDS if k in owner}
     return None
 
