@@ -206,7 +206,8 @@ def owner_of(
 
 def controller_of(metadata: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The owner reference marked `controller: true` (at most one, by API validation)."""
-    for owner in metadata.get("ownerReferences") or ():
+    owners = metadata.get("ownerReferences")
+    for owner in owners if isinstance(owners, list) else ():
         if isinstance(owner, Mapping) and owner.get("controller") is True and owner.get("name"):
             return owner
     return None

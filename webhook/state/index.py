@@ -125,9 +125,9 @@ _READ_OWNERS = frozenset({"PersistentVolumeClaim", "Job", "DataUpload", "DataDow
 
 def controller_reference(meta: Mapping[str, Any], kinds: frozenset[str] | None = None) -> Json | None:
     """The object's controller reference (`controller: true`), trimmed, if its kind is one of `kinds` (any when
-    None); None otherwise. Only the controller: it is what a CDI worker's trust (rules/datasource/scope.py) and an
-    audit Event's owner (rules/auditevents.py) are read from."""
-    for owner in meta.get("ownerReferences") or ():
+    None); None otherwise. What a CDI worker's trust and an audit Event's owner (rules/auditevents.py) read."""
+    owners = meta.get("ownerReferences")
+    for owner in owners if isinstance(owners, list) else ():
         if isinstance(owner, Mapping) and owner.get("controller") is True:
             if kinds is not None and owner.get("kind") not in kinds:
                 return None
