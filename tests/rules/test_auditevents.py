@@ -26,6 +26,8 @@ from rules.causes import StuckCause
 from rules.model import Json
 from rules.policy import default_policy
 from testkit.fakeapi.patches import invalid_object
+from tests.rules.test_causes import TABLE as CAUSES_TABLE
+from tests.rules.test_causes import audited
 from tests.support import validate_strict, view_from
 from webhook.state.index import trim
 
@@ -202,3 +204,24 @@ def test_every_event_is_one_the_api_server_accepts(name: str, message: str, reme
         assert invalid_object(copy.deepcopy(body), None) is None
         assert body["reportingController"] == REPORTING_CONTROLLER
         validate_strict(body)
+
+
+def test_the_index_keeps_the_controller_references_rules_read_and_no_other() -> None:
+    def kept(owner_kind: str) -> Any:
+        owner = {"apiVersion": "v1", "kind": owner_kind, "name": "o", "uid": "u", "controller": True}
+        return pod("ns", "p", owner=owner)["metadata"].get("ownerReferences")
+
+    for kind in ("Job", "DataUpload", "DataDownload", "PersistentVolumeClaim"):
+        assert kept(kind) == [{"apiVersion": "v1", "kind": kind, "name": "o", "uid": "u", "controller": True}]
+    for kind in ("ReplicaSet", "StatefulSet", "DaemonSet"):  # most pods that mount a claim: nothing more held
+        assert kept(kind) is None
+
+
+def test_the_in_server_audit_trusts_a_cdi_worker_cdi_created() -> None:
+    """The index keeps the importer's controller reference (its prime claim), so the audit of the index, like the
+    audit of the API's objects, finds no untrusted grant on it (kubevirt/containerized-data-importer#4275)."""
+    (case,) = [c for c in CAUSES_TABLE["cases"] if c["name"].startswith("CDI importer that follows")]
+    for indexed in (False, True):
+        report = audited(case, indexed=indexed)
+        assert report.cause is not None and report.cause.code == "VMPlacementConflict"
+        assert not [f for f in report.findings if f.family == "roleTrust"], indexed
