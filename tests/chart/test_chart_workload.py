@@ -167,6 +167,7 @@ def test_server_arguments_self_mode() -> None:
         "--start-timeout": "30",
         "--read-timeout": "10",
         "--reports": "auto",
+        "--events": "on",
         "--lease-name": FULLNAME,
         "--lease-duration": "15",
         "--lease-renew-deadline": "10",
