@@ -194,6 +194,26 @@ DECISIONS = Counter(
     ["family", "decision", "why"],
 )
 
+EVENTS_WRITTEN = Counter(
+    "storage_affinity_events_written_total",
+    "Kubernetes Events the audit wrote about stuck storage pods and their owners, by write: created (the first of "
+    "a series) or updated (a later run's series count).",
+    ["write"],
+)
+EVENTS_LEFT_OUT = Counter(
+    "storage_affinity_events_left_out_total",
+    "Event writes the audit left out, by the bound that held them: run (at most 100 writes per audit run) or "
+    "namespace (at most 10 per namespace and run).",
+    ["limit"],
+)
+EVENTS_FAILED = Counter(
+    "storage_affinity_events_failed_total",
+    "Event writes the API refused or that failed (logged at most once a minute); the audit goes on.",
+)
+#: The labels of the Event counters, created at zero with the audit's other series.
+EVENT_WRITES = ("created", "updated")
+EVENT_LIMITS = ("run", "namespace")
+
 #: The gauges replaced whole by each audit: `/metrics` in multiprocess mode reads their files.
 SNAPSHOTS = (AUDIT_FINDINGS, LOAD_AFFINITY_NODES)
 
@@ -235,6 +255,11 @@ def start_series(
         AUDIT_FAILED.labels(cause)
     for decided in STARTED:
         DECISIONS.labels(*decided)
+    if causes:  # the audit runs in this worker: its Event counters too
+        for write in EVENT_WRITES:
+            EVENTS_WRITTEN.labels(write)
+        for limit in EVENT_LIMITS:
+            EVENTS_LEFT_OUT.labels(limit)
 
 
 def render() -> tuple[bytes, str]:

@@ -37,7 +37,8 @@ class Settings:
     metrics_namespaces: bool = False  # the audit's findings on /metrics per namespace, not only per family
     replica_dir: Path | None = None  # shared by the workers of one server (`run` creates one): the policy in effect
     reports: str = "auto"  # the policy report API the audit writes: auto | openreports | wgpolicyk8s | off
-    lease_name: str = "storage-affinity-webhook"  # the Lease in `namespace` that picks the one report writer
+    events: str = "on"  # Events on stuck storage pods and their owners, from the Lease holder: on | off
+    lease_name: str = "storage-affinity-webhook"  # the Lease in `namespace` that picks the one writer
     lease_duration: float = 15.0
     lease_renew_deadline: float = 10.0
     lease_retry_period: float = 2.0

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from rules.model import Json
+from testkit.fakeapi.patches import PatchRefused, invalid_object, patch_object
 from testkit.fakeapi.refusals import failure, forbidden, stale, unmet_preconditions
 from testkit.fakeapi.resources import PATH, RESOURCES, Request, discovery, is_served, with_kind
 from testkit.fakeapi.selectors import selector_matcher
@@ -66,6 +67,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._serve("DELETE")
 
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
     def _serve(self, method: str) -> None:
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
@@ -108,6 +112,8 @@ class Handler(BaseHTTPRequestHandler):
             body.setdefault("kind", kind)
             if namespaced:
                 body.setdefault("metadata", {})["namespace"] = ns or ""
+            if invalid := invalid_object(body, None):
+                return self._json(422, failure(422, "Invalid", invalid))
             try:
                 return self._json(201, fake.create(body))
             except KeyError as exc:
@@ -130,6 +136,18 @@ class Handler(BaseHTTPRequestHandler):
                 except KeyError as exc:
                     return self._json(404, failure(404, "NotFound", str(exc)))
             return self._json(200, stored)
+        if method == "PATCH" and name is not None and body is not None:
+            with fake._lock:  # read, patch and store in one step, as the API server retries on a conflict
+                current = fake.get(plural, key_ns, name)
+                if current is None:
+                    return self._json(404, failure(404, "NotFound", f'{plural} "{name}" not found'))
+                try:
+                    patched = patch_object(with_kind(current, kind), body, self.headers.get("Content-Type") or "")
+                except PatchRefused as bad:
+                    return self._json(bad.status, failure(bad.status, bad.reason, str(bad)))
+                if invalid := invalid_object(patched, current):
+                    return self._json(422, failure(422, "Invalid", invalid))
+                return self._json(200, fake.update(patched))
         if method == "DELETE" and name is not None:
             with fake._lock:  # preconditions are checked and the object deleted in one step, as etcd does
                 if unmet := unmet_preconditions(fake.get(plural, key_ns, name), body):

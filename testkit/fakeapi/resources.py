@@ -10,7 +10,7 @@ from rules.model import Json
 from webhook.state.kinds import STATE_KINDS
 
 #: plural → (kind, namespaced, API prefix): the cluster-state kinds (webhook/state/kinds.py) and what the server
-#: writes (Leases, policy reports).
+#: writes (Leases, policy reports, Events).
 RESOURCES: dict[str, tuple[str, bool, str]] = {
     **{entry.plural: (entry.kind, entry.namespaced, entry.prefix) for entry in STATE_KINDS},
     "deployments": ("Deployment", True, "/apis/apps/v1"),
@@ -20,6 +20,7 @@ RESOURCES: dict[str, tuple[str, bool, str]] = {
     "jobs": ("Job", True, "/apis/batch/v1"),
     "cronjobs": ("CronJob", True, "/apis/batch/v1"),
     "leases": ("Lease", True, "/apis/coordination.k8s.io/v1"),
+    "events": ("Event", True, "/apis/events.k8s.io/v1"),
     "reports": ("Report", True, "/apis/openreports.io/v1alpha1"),
     "policyreports": ("PolicyReport", True, "/apis/wgpolicyk8s.io/v1alpha2"),
 }
@@ -105,4 +106,4 @@ def discovery(path: str, served: set[str]) -> Json | None:
     }
 
 
-_VERBS = ["create", "delete", "get", "list", "update", "watch"]
+_VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]

@@ -154,6 +154,12 @@ class FakeKubeAPI:
             obj = self._objects.get((plural_of(kind), namespace, name))
             return copy.deepcopy(obj) if obj is not None else None
 
+    def objects(self, kind: str) -> list[Json]:
+        """Copies of the stored objects of a kind, in every namespace."""
+        plural = plural_of(kind)
+        with self._lock:
+            return [copy.deepcopy(obj) for (p, _, _), obj in self._objects.items() if p == plural]
+
     # -- faults --------------------------------------------------------------------------------------------
 
     @contextlib.contextmanager

@@ -23,6 +23,10 @@ def _grants_of_the_list(values: dict[str, Any]) -> set[Grant]:
     conditions = set(REPORT_APIS.get(api, []))
     if api != "off":
         conditions.add("reports")
+    if values.get("events", {}).get("enabled", True):
+        conditions.add("events")
+    if conditions & {"reports", "events"}:
+        conditions.add("lease")
     if values.get("certificates", {}).get("mode", "self") == "self":
         conditions.add("self")
     source = values.get("policy", {}).get("loadAffinitySource", {}).get("configMap")
@@ -52,11 +56,12 @@ VELERO_POLICIES: dict[str, dict[str, Any]] = {
 }
 
 
+@pytest.mark.parametrize("events", [True, False], ids=["events", "no-events"])
 @pytest.mark.parametrize("velero", VELERO_POLICIES)
 @pytest.mark.parametrize("api", [*REPORT_APIS, "off"])
 @pytest.mark.parametrize("mode", CERTIFICATE_MODES)
-def test_the_chart_grants_exactly_what_the_server_calls(mode: str, api: str, velero: str) -> None:
-    values = {**SCENARIOS[mode], "reports": {"api": api}}
+def test_the_chart_grants_exactly_what_the_server_calls(mode: str, api: str, velero: str, events: bool) -> None:
+    values = {**SCENARIOS[mode], "reports": {"api": api}, "events": {"enabled": events}}
     if VELERO_POLICIES[velero]:
         values["policy"] = VELERO_POLICIES[velero]
     granted = rendered_grants(render(values))
@@ -115,11 +120,13 @@ def test_reports_are_replaced_and_deleted_by_their_one_name() -> None:
     assert named["resourceNames"] == [REPORT_NAME]
 
 
+@pytest.mark.parametrize("events", [True, False], ids=["events", "no-events"])
 @pytest.mark.parametrize("api", [*REPORT_APIS, "off"])
-def test_reports_name_the_lease_the_server_is_told(api: str) -> None:
-    arguments = args(render({"reports": {"api": api}}))
+def test_reports_and_events_name_the_lease_the_server_is_told(api: str, events: bool) -> None:
+    arguments = args(render({"reports": {"api": api}, "events": {"enabled": events}}))
     assert arguments["--reports"] == api
-    if api == "off":
+    assert arguments["--events"] == ("on" if events else "off")
+    if api == "off" and not events:
         assert "--lease-name" not in arguments
         return
     # get/update name exactly the Lease the server is told to use, in the namespace it is told.

@@ -36,6 +36,7 @@ BASE_KINDS = [
 ]
 SELF_KINDS = ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
 REPORT_KINDS = ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]  # the reports and their Lease
+EVENT_KINDS = ["ClusterRole", "ClusterRoleBinding"]  # the audit's Events (the Lease is the reports')
 
 
 def test_lint_strict(scenario: tuple[str, dict[str, Any]]) -> None:
@@ -69,7 +70,8 @@ def test_kubernetes_schema_versions_are_shipped() -> None:
 
 def test_default_objects() -> None:
     docs = render()
-    assert sorted(d["kind"] for d in docs) == sorted([*BASE_KINDS, *SELF_KINDS, *REPORT_KINDS, "PodDisruptionBudget"])
+    kinds = [*BASE_KINDS, *SELF_KINDS, *REPORT_KINDS, *EVENT_KINDS, "PodDisruptionBudget"]
+    assert sorted(d["kind"] for d in docs) == sorted(kinds)
     for doc in docs:
         cluster_scoped = doc["kind"].startswith("Cluster") or doc["kind"].endswith("WebhookConfiguration")
         assert ("namespace" in doc["metadata"]) != cluster_scoped, doc["kind"]
@@ -111,7 +113,8 @@ def test_custom_port_reaches_bind_probes_and_service() -> None:
 
 def test_only_the_self_mode_rbac_objects_depend_on_the_mode() -> None:
     for name in ("cert-manager", "provided"):
-        docs = render({**SCENARIOS[name], "reports": {"api": "off"}})  # the reports' RBAC is the same in every mode
+        # the reports' and Events' RBAC is the same in every mode
+        docs = render({**SCENARIOS[name], "reports": {"api": "off"}, "events": {"enabled": False}})
         assert [d["metadata"]["name"] for d in kinds(docs, "Role")] == [f"{FULLNAME}-configmaps"]
         assert [d["metadata"]["name"] for d in kinds(docs, "RoleBinding")] == [f"{FULLNAME}-configmaps"]
         assert [d["metadata"]["name"] for d in kinds(docs, "ClusterRole")] == [FULLNAME]

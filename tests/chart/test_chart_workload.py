@@ -170,6 +170,7 @@ def test_server_arguments_self_mode() -> None:
         "--lookup-timeout": "1",
         "--log-level": "info",
         "--reports": "auto",
+        "--events": "on",
         "--lease-name": FULLNAME,
         "--lease-duration": "15",
         "--lease-renew-deadline": "10",

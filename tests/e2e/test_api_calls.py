@@ -1,6 +1,7 @@
 """Every request the real server sends to the API is one tests/data/rbac/server-calls.yaml lists, so the chart,
 which grants exactly that list (tests/chart/test_chart_rbac.py), grants what the server needs: live state, the
-policy ConfigMap and the Velero ConfigMap it names, a lookup that misses, the Lease and the policy reports. The
+policy ConfigMap and the Velero ConfigMap it names, a lookup that misses, the Lease, the policy reports and the
+Events. The
 fake API enforces the chart's rules, as a real API server does: without one of them the server is never ready."""
 
 from __future__ import annotations
@@ -39,10 +40,15 @@ def test_the_server_calls_only_what_the_list_says(tmp_path: Path) -> None:
                 for body in (mover_review("rbac"), review):
                     assert session.post(f"{server.url}/mutate", json=copy.deepcopy(body), timeout=10).ok
             eventually(lambda: api.get("Report", "shop", REPORT_NAME), 15, "the server writes the shop report")
+            series = eventually(
+                lambda: [e for e in api.objects("Event") if (e.get("series") or {}).get("count", 0) >= 2], 15,
+                "the server records an Event on the stuck mover and updates its series",
+            )  # fmt: skip
+            assert {e["reportingInstance"] for e in series} == {"server-a"}  # the replica's pod name
         requests = list(api.requests)
 
     grants = expected_grants(
-        {"velero", "datamover", "reports", "openreports", "wgpolicyk8s"},
+        {"velero", "datamover", "reports", "openreports", "wgpolicyk8s", "events", "lease"},
         {"release": NAMESPACE, "velero": VELERO[0], "datamover": VELERO[0]},
         {
             "policy-configmap": ["storage-affinity-policy"],
@@ -65,6 +71,7 @@ def test_the_server_calls_only_what_the_list_says(tmp_path: Path) -> None:
     assert not [g for g in made if g.resource == "configmaps" and ANY in (g.namespace, g.name)]
     assert Grant("velero.io", "datauploads", "watch", VELERO[0], ANY) in made  # in Velero's namespace alone
     assert {g.verb for g in made if g.group == "openreports.io"} >= {"list", "create"}
+    assert {g.verb for g in made if g.group == "events.k8s.io"} == {"create", "patch"}
 
 
 def test_without_one_chart_rule_the_server_is_refused_and_not_ready(tmp_path: Path) -> None:

@@ -74,10 +74,13 @@ def test_served_groups_are_listed_and_watched(fake_api: FakeKubeAPI, live: Live)
         }
     ]
     assert state.reference_grants("tenant-a") == []
-    # trimmed to what the rules read: the phase and the claim, not the spec or the progress
+    # trimmed to what the rules read: the phase and the claim, not the spec or the progress; the UID an audit Event
+    # names it by
+    stored = fake_api.get("DataVolume", "apps", "fedora-root")
+    assert stored is not None
     assert state.data_volume("apps", "fedora-root") == {
         "kind": "DataVolume",
-        "metadata": {"name": "fedora-root", "namespace": "apps"},
+        "metadata": {"name": "fedora-root", "namespace": "apps", "uid": stored["metadata"]["uid"]},
         "status": {"phase": "ImportInProgress", "claimName": "fedora-root"},
     }
 

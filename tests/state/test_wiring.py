@@ -10,7 +10,7 @@ from testkit.fakeapi import FakeKubeAPI
 from tests.state.conftest import NAMESPACE, eventually
 from tests.state.objects import policy_map
 from webhook.cli import main as cli
-from webhook.serving.bootstrap import build_runtime
+from webhook.serving.bootstrap import _writers, build_runtime
 from webhook.settings import Settings
 from webhook.state.live import LiveClusterState
 from webhook.state.static import load_static_state
@@ -78,3 +78,22 @@ def test_static_mode_is_unchanged(tmp_path: Path) -> None:
     runtime = build_runtime(Settings(cert=tmp_path / "c", key=tmp_path / "k", cluster_files=()))
     assert type(runtime.view) is type(load_static_state([]))
     assert runtime.checks == {}
+
+
+@pytest.mark.parametrize(
+    ("reports", "events", "wanted"),
+    [("off", "off", (False, False, False)), ("off", "on", (True, False, True)), ("auto", "off", (True, True, False)),
+     ("auto", "on", (True, True, True))],
+)  # fmt: skip
+def test_the_lease_is_taken_when_reports_or_events_are_written(
+    fake_api: FakeKubeAPI, tmp_path: Path, reports: str, events: str, wanted: tuple[bool, bool, bool]
+) -> None:
+    kubeconfig = fake_api.write_kubeconfig(tmp_path / "kubeconfig")
+    settings = Settings(
+        cert=tmp_path / "c", key=tmp_path / "k", namespace=NAMESPACE, live=True, kubeconfig=kubeconfig,
+        reports=reports, events=events,
+    )  # fmt: skip
+    lease, writer, recorder = _writers(settings)
+    assert (lease is not None, writer is not None, recorder is not None) == wanted
+    if recorder is not None:
+        assert lease is not None and recorder.may_write == lease.remaining  # Events only while the Lease is held

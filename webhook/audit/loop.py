@@ -9,8 +9,9 @@ scrape needs no certificate, and a namespace's name can be a secret of its own),
 loadAffinity entry in force its matching nodes with and without a Ready Velero node-agent
 (`storage_affinity_load_affinity_nodes`). One worker of a server audits: the one holding an advisory lock on a file
 in the directory its workers share (the lock goes with a dead worker, and a sibling takes over at its next turn).
-That worker also writes the policy reports when its replica holds the Lease (webhook/audit/lease.py: one writer across
-replicas; webhook/audit/reports.py: what it writes). The audit yields to the worker's other greenlets every few
+That worker also writes the policy reports and records Events on stuck storage pods when its replica holds the Lease
+(webhook/audit/lease.py: one writer across replicas; webhook/audit/reports.py and webhook/audit/events.py: what it
+writes). The audit yields to the worker's other greenlets every few
 milliseconds, so reviews keep being answered while 100,000 pods are audited: between objects, and within one between
 its parts that each run under a review deadline (rules/deadline.py), so no stretch is longer than one deadline. An
 object past the review budget (rules/budget.py) or a deadline is reported from then on without being evaluated
@@ -40,6 +41,7 @@ from rules.loadaffinity.mutation import source_settings
 from rules.loadaffinity.nodeagents import entry_nodes
 from rules.model import Json
 from webhook import metrics
+from webhook.audit.events import EventWriter
 from webhook.audit.lease import LeaseElector
 from webhook.audit.reports import NotLeader, ReportWriter, WriteCounts
 from webhook.runtime import Runtime
@@ -72,6 +74,7 @@ class AuditLoop:
         *,
         workloads: Callable[[], Iterable[Json]] | None = None,
         by_namespace: bool = False,
+        events: EventWriter | None = None,
     ) -> None:
         self.runtime = runtime
         self.interval = interval
@@ -80,6 +83,7 @@ class AuditLoop:
         self.lease = lease  # None: this process writes reports alone (no other replica)
         self.workloads = workloads  # lists the workloads from the API (webhook/audit/workloads.py); None: none
         self.by_namespace = by_namespace  # the findings' series per namespace (serve --metrics-namespaces)
+        self.events = events  # records Events on stuck pods and their owners (webhook/audit/events.py); None: off
         self.last_write: WriteCounts | None = None  # what the last run wrote, when it wrote reports
         self._lock: IO[str] | None = None
         #: Objects past the review budget, by (kind, namespace, name): the object as audited and its report.
@@ -169,6 +173,8 @@ class AuditLoop:
         metrics.AUDIT_LAST_RUN.set(time.time())
         if self.reports is not None:
             self._write_reports(self.reports, reports, held)
+        if self.events is not None:
+            self._record_events(self.events, reports, held)
         audited = len(reports)
         _release(reports)
         log.info(
@@ -245,6 +251,19 @@ class AuditLoop:
             log.info("policy reports: the lease ran out during the run; the holder writes them")
         except Exception as exc:
             log.warning("policy reports not written: %s", describe(exc))
+
+    def _record_events(self, writer: EventWriter, reports: list[ObjectAudit], held: list[Json]) -> None:
+        """The Events, if this replica holds the lease, after the audit's own work; a failure is the writer's to
+        log and never ends the run."""
+        if self.lease is None or not self.lease.holds():
+            writer.forget()  # another replica records them: which series are this one's is unknown now
+            return
+        try:
+            slices = _Slices()
+            writer.record(_yielding(reports, slices), _yielding(held, slices), self.runtime.view, self.runtime.policy,
+                          between=slices.pause)  # fmt: skip
+        except Exception as exc:
+            log.warning("events not recorded: %s", describe(exc))
 
     def _publish_entry_nodes(self) -> None:
         """Per loadAffinity entry in force, its matching nodes with and without a Ready node-agent."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from rules.kube.workloads import TEMPLATE_PATHS, template_of
 from rules.model import Json
 from webhook.state.index import trim
+from webhook.state.owners import controller_reference
 
 if TYPE_CHECKING:
     from webhook.state.watch import PageSizes
@@ -77,6 +78,8 @@ def trim_workload(obj: Json, kind: str) -> Json:
     StatefulSet's claim template names (the volumes its pods mount: rules/kube/workloads.py `template_spec`)."""
     meta = obj.get("metadata") or {}
     out: Json = {"kind": kind, "metadata": {k: meta[k] for k in _METADATA if meta.get(k) is not None}}
+    if kind == "Job" and (owner := controller_reference(meta)) is not None:
+        out["metadata"]["ownerReferences"] = [owner]  # a VolSync mover's owner (rules/auditevents.py)
     path = TEMPLATE_PATHS[kind]
     template = template_of(obj, path)
     pod = trim({"kind": "Pod", "metadata": template.get("metadata") or {}, "spec": template.get("spec") or {}})

@@ -142,7 +142,17 @@ def add_parser(sub: Any) -> None:
         "(default %(default)s: whichever the cluster serves)",
     )
     serve.add_argument(
-        "--lease-name", default=default("lease_name"), help="the Lease in --namespace that picks the report writer"
+        "--events",
+        choices=["on", "off"],
+        default=default("events"),
+        help="live state: record a Warning Event on each stuck storage pod and on its owner (ReplicationSource or "
+        "ReplicationDestination, DataUpload or DataDownload, DataVolume), from the replica holding the lease "
+        "(default %(default)s)",
+    )
+    serve.add_argument(
+        "--lease-name",
+        default=default("lease_name"),
+        help="the Lease in --namespace that picks the one replica writing reports and Events",
     )
     for name, what in (
         ("lease_duration", "how long a holder's lease lasts"),
@@ -238,6 +248,7 @@ def _serve_files(args: argparse.Namespace) -> int:
             audit_interval=args.audit_interval,
             metrics_namespaces=args.metrics_namespaces,
             reports=args.reports,
+            events=args.events,
             lease_name=args.lease_name,
             lease_duration=args.lease_duration,
             lease_renew_deadline=args.lease_renew_deadline,

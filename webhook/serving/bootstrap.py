@@ -21,6 +21,7 @@ from webhook.settings import Settings
 from webhook.state.static import StaticCacheGauges, load_static_state
 
 if TYPE_CHECKING:
+    from webhook.audit.events import EventWriter
     from webhook.audit.lease import LeaseElector
     from webhook.audit.reports import ReportWriter
 
@@ -86,9 +87,9 @@ def _start_audit(runtime: Runtime, settings: Settings) -> None:
     state it also writes policy reports, while its replica holds the Lease."""
     from webhook.audit.loop import AuditLoop, lock_path
 
-    lease, writer = _report_writer(settings) if settings.live and settings.reports != "off" else (None, None)
+    lease, writer, events = _writers(settings) if settings.live else (None, None, None)
     workloads = _workload_lister(settings) if settings.live else None
-    AuditLoop(
+    loop = AuditLoop(
         runtime,
         settings.audit_interval,
         lock_path(),
@@ -96,7 +97,9 @@ def _start_audit(runtime: Runtime, settings: Settings) -> None:
         lease=lease,
         workloads=workloads,
         by_namespace=settings.metrics_namespaces,
-    ).start()
+        events=events,
+    )
+    loop.start()
 
 
 def _workload_lister(settings: Settings) -> Callable[[], Iterable[Json]]:
@@ -111,15 +114,21 @@ def _workload_lister(settings: Settings) -> Callable[[], Iterable[Json]]:
     return lambda: list_workloads(api)
 
 
-def _report_writer(settings: Settings) -> tuple[LeaseElector, ReportWriter]:
-    """The Lease and the reports, on an API client of their own: a renewal never queues behind the watches."""
+def _writers(settings: Settings) -> tuple[LeaseElector | None, ReportWriter | None, EventWriter | None]:
+    """The Lease, the reports and the Events, on an API client of their own: a renewal never queues behind the
+    watches. No Lease when neither reports nor Events are written."""
     from kubernetes import client
 
     from webhook.audit import lease
+    from webhook.audit.events import EventWriter
     from webhook.audit.reports import ReportWriter
     from webhook.state.apisource import load_configuration
 
+    if settings.reports == "off" and settings.events == "off":
+        return None, None, None
     configuration, _ = load_configuration(settings.kubeconfig)
     api = client.ApiClient(configuration)
     elector = lease.register(lease.LeaseElector(api, settings.namespace, settings.lease_name, settings.lease_timing))
-    return elector, ReportWriter(api, settings.reports, elector.remaining)
+    writer = ReportWriter(api, settings.reports, elector.remaining) if settings.reports != "off" else None
+    events = EventWriter(api, elector.remaining) if settings.events == "on" else None
+    return elector, writer, events

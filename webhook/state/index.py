@@ -23,6 +23,7 @@ from webhook.state.datamover import DataMoverLookups
 from webhook.state.datasources import TRIMMERS, SourceLinks, trim_data_source
 from webhook.state.ended import CONDITION_FIELDS, ended_status
 from webhook.state.kinds import STATE_KINDS
+from webhook.state.owners import READ_OWNERS, controller_reference
 
 #: The kinds the index keeps, by `kind`: the one list of webhook/state/kinds.py.
 KINDS = tuple(entry.kind for entry in STATE_KINDS)
@@ -51,6 +52,7 @@ _METADATA: dict[str, tuple[str, ...]] = {
     "Pod": ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "labels"),
     "Node": ("name", "labels"),
     "ConfigMap": ("name", "namespace", "labels", "creationTimestamp"),
+    "DataVolume": ("name", "namespace", "uid"),  # the audit's Events name it by UID (rules/auditevents.py)
 }
 _NAMES = ("name", "namespace")
 
@@ -69,6 +71,8 @@ def trim(obj: Mapping[str, Any]) -> Json:
         metadata["namespace"] = _text(metadata["namespace"])
     if kind == "Pod" and "labels" in metadata:
         metadata["labels"] = _shared(metadata["labels"])  # a workload's replicas carry the same labels
+    if kind == "Pod" and (owner := controller_reference(meta, READ_OWNERS)) is not None:
+        metadata["ownerReferences"] = _shared([owner])  # one list per controller: its pods share it
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(_KEEP_ANNOTATION_PREFIXES)}
     if annotations:
         metadata["annotations"] = annotations
