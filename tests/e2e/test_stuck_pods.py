@@ -9,21 +9,36 @@ from __future__ import annotations
 
 import copy
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from rules.causes import CODES
 from testkit.fakeapi import running_fake_api
 from testkit.server import Server, running_server
-from tests.rules.test_causes import INDEXED_CAUSES, cluster_of, indexed_cases
+from tests.rules.test_causes import INDEXED_CAUSES, INDEXED_POLICY, cluster_of, indexed_cases, server_causes
 
 pytestmark = pytest.mark.e2e
 
 CASES = indexed_cases()
 STUCK_METRIC = "storage_affinity_audit_stuck_pods"
+#: The server's policy ConfigMap, in its namespace (testkit/server.py): the policy the indexed cases are audited by.
+POLICY_CONFIG_MAP = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {
+        "name": "storage-affinity-policy",
+        "namespace": "saw-system",
+        "labels": {"storage-affinity.io/policy": "true"},
+    },
+    "data": {"policy.yaml": yaml.safe_dump(INDEXED_POLICY)},
+}
+
+
+def cluster() -> list[dict[str, object]]:
+    return [*cluster_of(CASES), POLICY_CONFIG_MAP]
 
 
 def stuck_by_cause(server: Server) -> dict[str, float]:
@@ -45,10 +60,9 @@ def until(server: Server, expected: dict[str, float], deadline: float = 30.0) ->
 
 
 def test_the_in_server_audit_counts_stuck_pods_by_cause(tmp_path: Path) -> None:
-    objects = cluster_of(CASES)
-    expected = Counter(c["cause"] for c in CASES)
-    assert set(expected) == INDEXED_CAUSES
-    with running_fake_api(*objects) as api:
+    assert {c["cause"] for c in CASES} == INDEXED_CAUSES
+    expected = server_causes(CASES)
+    with running_fake_api(*cluster()) as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         with running_server(tmp_path, "--kubeconfig", str(kubeconfig), "--audit-interval", "0.5") as server:
             until(server, {code: float(expected[code]) for code in CODES})
@@ -63,11 +77,11 @@ def test_the_in_server_audit_counts_stuck_pods_by_cause(tmp_path: Path) -> None:
 def test_the_first_in_server_audit_follows_the_first_sync(tmp_path: Path) -> None:
     """With the default five-minute interval, the audit metrics are real within seconds of readiness, not 0 for
     the first interval (the last-run timestamp is what the dashboard's "time since the last audit" reads)."""
-    with running_fake_api(*cluster_of(CASES)) as api:
+    with running_fake_api(*cluster()) as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         with running_server(tmp_path, "--kubeconfig", str(kubeconfig), "--audit-interval", "300") as server:
             ready = time.time()
-            expected = Counter(c["cause"] for c in CASES)
+            expected = server_causes(CASES)
             until(server, {code: float(expected[code]) for code in CODES}, deadline=10.0)
             with server.session() as session:
                 text = session.get(server.url + "/metrics", timeout=10).text

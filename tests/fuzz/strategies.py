@@ -973,7 +973,7 @@ def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
             },
         }
     )
-    kind = draw(st.sampled_from(("snapshot", "snapshot", "clone", "populator", "exposer")))
+    kind = draw(st.sampled_from(("snapshot", "exposer", "clone", "populator", "snapshot")))
     field = draw(st.sampled_from(("dataSource", "dataSourceRef")))
     if kind in ("snapshot", "populator"):
         state.append(sourceobjects.volume_snapshot("snap-1", NAMESPACE, "data", content="content-snap-1"))

@@ -115,7 +115,7 @@ def test_a_test_suite_counts_them_for_a_backup_pod(tmp_path: Path) -> None:
         "cases": [{"name": "backup", "resource": pod, "expect": {"allowed": True, "nodes": ["w0", "w1"]}}],
     }
     (tmp_path / "storage-affinity-test.yaml").write_text(yaml.safe_dump(suite_doc))
-    suite = load_suite(tmp_path / "storage-affinity-test.yaml")
+    suite = load_suite(tmp_path / "storage-affinity-test.yaml", None, root=tmp_path)
     assert suite.problems == []
     (case,) = suite.cases
     assert run_case(suite, case) == []

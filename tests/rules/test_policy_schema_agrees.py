@@ -10,7 +10,8 @@ import jsonschema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules.policy import _schema, _semantic_problems, policy_problems
+from rules.policy import _schema, policy_problems
+from rules.policychecks import semantic_problems
 
 #: Characters that make or break names, label keys and values, and sizes at their limits.
 _TEXT = st.builds(
@@ -64,6 +65,6 @@ def _docs() -> st.SearchStrategy[dict[str, Any]]:
 @given(doc=_docs())
 def test_the_schema_refuses_exactly_what_the_worded_checks_refuse(doc: dict[str, Any]) -> None:
     schema_refuses = not jsonschema.Draft202012Validator(_schema()).is_valid(doc)
-    worded = _semantic_problems(doc)
+    worded = semantic_problems(doc)
     assert schema_refuses == bool(worded), worded
     assert policy_problems(doc) == sorted(dict.fromkeys(worded), key=lambda p: p[0])  # the worded ones only

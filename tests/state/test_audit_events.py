@@ -178,7 +178,9 @@ def test_two_audits_record_each_stuck_pod_and_its_owner_then_update_their_series
     owners = {
         ("Pod", "volsync-src-db", "MultiAttach"): ("ReplicationSource", "db", RS_UID),
         ("Pod", "nightly-9735-xk2p1", "VolumeTopologyConflict"): ("DataUpload", "nightly-9735-xk2p1", DU_UID),
-        ("Pod", "importer-prime-1f4c7a2e-3b9d-4c61-9e0a-5d8b7c6a4f21", "VMPlacementConflict"): (
+        # VMPlacementConflict to the operator's `audit`: an Event reaches the tenant, who is told only what the node
+        # labels they may know say (tests/rules/test_causes.py, SERVER_VIEW)
+        ("Pod", "importer-prime-1f4c7a2e-3b9d-4c61-9e0a-5d8b7c6a4f21", "Unschedulable"): (
             "DataVolume", "fedora-root", DV_UID),
     }  # fmt: skip
     expected = {*owners, *((kind, name, reason) for (_, _, reason), (kind, name, _) in owners.items())}

@@ -163,13 +163,23 @@ def test_a_slow_api_shows_progress_on_stderr(capsys: pytest.CaptureFixture[str],
     assert "listed 8 Pods" in err, err
 
 
+#: The policy ConfigMap the live audit reads first, without --policy (the webhook's namespace is $POD_NAMESPACE).
+POLICY_READ = "cannot read the policy ConfigMap storage-affinity-system/storage-affinity-policy: GET ConfigMap"
+
+
 @pytest.mark.parametrize("status", [403, 500])
 def test_an_api_that_refuses_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path, status: int) -> None:
+    """Refused, the policy read (first) and, with a policy file, the first list are exit 2 naming the call."""
     with running_fake_api() as api:
         api.fail(status)
-        code, out, err = audit(capsys, "--kubeconfig", str(api.write_kubeconfig(tmp_path / "k")))
+        kubeconfig = str(api.write_kubeconfig(tmp_path / "k"))
+        code, out, err = audit(capsys, "--kubeconfig", kubeconfig)
+        listed = audit(capsys, "--kubeconfig", kubeconfig, "--policy", POLICY)
     assert (code, out) == (2, "")
-    assert err.startswith(f"storage-affinity-webhook: the Kubernetes API refused a list: {status} ")
+    assert err.startswith(f"storage-affinity-webhook: {POLICY_READ} storage-affinity-system/"), err
+    assert f"answered {status}" in err and f"(the Kubernetes API at {api.url})" in err, err
+    assert listed[:2] == (2, "")
+    assert listed[2].startswith(f"storage-affinity-webhook: the Kubernetes API refused a list: {status} ")
 
 
 def test_an_unreachable_api_exits_2_naming_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -177,8 +187,11 @@ def test_an_unreachable_api_exits_2_naming_it(capsys: pytest.CaptureFixture[str]
         kubeconfig = str(api.write_kubeconfig(tmp_path / "k"))
         url = api.url
     code, out, err = audit(capsys, "--kubeconfig", kubeconfig)
+    listed = audit(capsys, "--kubeconfig", kubeconfig, "--policy", POLICY)
     assert (code, out) == (2, "")
-    assert err.startswith(f"storage-affinity-webhook: the Kubernetes API cannot be reached at {url}: "), err
+    assert err.startswith(f"storage-affinity-webhook: {POLICY_READ}") and f"(the Kubernetes API at {url})" in err, err
+    assert listed[:2] == (2, "")
+    assert listed[2].startswith(f"storage-affinity-webhook: the Kubernetes API cannot be reached at {url}: "), listed
 
 
 def _names(report: dict[str, Any]) -> list[tuple[str, str, str]]:

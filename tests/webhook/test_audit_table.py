@@ -18,7 +18,8 @@ import pytest
 
 from rules.audit import AuditFinding, ObjectAudit
 from tests.support import DATA, EXAMPLES, ROOT
-from webhook.audit.command import WRAPPED, AuditRun, render_table
+from webhook.audit.command import AuditRun
+from webhook.audit.output import WRAPPED, render_table
 
 FILES = [str(EXAMPLES / "cluster.yaml"), str(DATA / "audit" / "findings.yaml")]
 POLICY = str(EXAMPLES / "policy-load-affinity.yaml")

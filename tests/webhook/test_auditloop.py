@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 
 from rules.audit import finding_families
 from rules.causes import CODES, ENDED_CODES
-from tests.rules.test_causes import INDEXED_CAUSES, cluster_of, indexed_cases
+from tests.rules.test_causes import INDEXED_CAUSES, cluster_of, indexed_cases, server_causes
 from tests.state.conftest import eventually
 from tests.support import DATA, EXAMPLES
 from webhook import metrics
@@ -137,7 +137,7 @@ def test_stuck_storage_pods_are_counted_by_cause(tmp_path: Path) -> None:
     rt.policy = replace(rt.policy, node_agent_namespace="velero")
     loop = AuditLoop(rt, interval=60)
     loop.run_once()
-    expected = Counter(c["cause"] for c in cases)
+    expected = server_causes(cases)
     assert {code: stuck(code) for code in CODES} == {code: expected[code] for code in CODES}
     rt.view = load_static_state([DATA / "audit" / "clean.yaml"])
     loop.run_once()

@@ -35,7 +35,8 @@ from rules.reports import OPENREPORTS, build_reports
 from tests.support import DATA, EXAMPLES, load_yaml
 from webhook.app.codec import build_response
 from webhook.app.endpoints import review_line
-from webhook.audit.command import AuditRun, objects_from_files, render, run_audit
+from webhook.audit.command import AuditRun, objects_from_files, run_audit
+from webhook.audit.output import render
 from webhook.cli.review import as_request, review
 from webhook.logs import DATE_FORMAT, LOG_FORMAT, EscapingFormatter
 from webhook.policy.file import load_policy_file

@@ -88,7 +88,7 @@ def test_a_test_suite_sees_the_data_upload(tmp_path: Path, capsys: pytest.Captur
         "cases": [{"name": "exposer chain", "object": "pod.yaml", "expect": {"allowed": True, "nodes": ["node-a"]}}],
     }
     (tmp_path / "storage-affinity-test.yaml").write_text(yaml.safe_dump(suite))
-    code = main(["test", str(tmp_path)])
+    code = main(["test", str(tmp_path), "--root", str(tmp_path)])
     out, err = capsys.readouterr()
     assert code == 0, out + err
     assert "exposer chain  pass" in out

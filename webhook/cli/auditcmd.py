@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from rules.policy import PolicyError
     from rules.safeload import DocumentError
     from webhook.audit import command as audit
+    from webhook.audit import output
     from webhook.policy.cluster import ClusterPolicyUnreadable
     from webhook.policy.file import load_policy_file
 
@@ -109,5 +110,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"storage-affinity-webhook: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     run = audit.run_audit(objects, view, policy, args.namespace, policy_source=source)
-    print(audit.render(run, args.output or audit.default_output(sys.stdout), audit.table_width(sys.stdout)))
+    print(output.render(run, args.output or output.default_output(sys.stdout), output.table_width(sys.stdout)))
     return audit.exit_code(run)
