@@ -109,3 +109,38 @@ def backup_pod(name: str, *, namespace: str = NAMESPACE, terms: list[Json] | Non
             "volumes": [{"name": f"uid-{name}", "persistentVolumeClaim": {"claimName": name}}],
         },
     }
+
+
+def source_volume(node: str, *, claim: str = "db", namespace: str = "shop", pv: str = "pvc-6a1f0c2e") -> list[Json]:
+    """What a DataUpload backs up, on TopoLVM: its StorageClass, the claim `namespace/claim` Bound to the PV `pv`,
+    whose node affinity names `node` (as TopoLVM writes it, by its own topology key)."""
+    term = {"matchExpressions": [{"key": "topology.topolvm.io/node", "operator": "In", "values": [node]}]}
+    return [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "topolvm-provisioner"},
+            "provisioner": "topolvm.io",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": pv},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "capacity": {"storage": "10Gi"},
+                "storageClassName": "topolvm-provisioner",
+                "csi": {"driver": "topolvm.io", "volumeHandle": "0b4e0f43"},
+                "claimRef": {"namespace": namespace, "name": claim},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": namespace},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "topolvm-provisioner", "volumeName": pv},
+            "status": {"phase": "Bound"},
+        },
+    ]

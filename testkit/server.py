@@ -61,6 +61,27 @@ class Server:
         session.verify = str(self.ca)
         return session
 
+    def samples(self, metric: str, label: str = "") -> dict[str, float]:
+        """One scrape of /metrics: each sample of `metric` by the value of its `label` ("" for a metric without
+        labels)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with self.session() as session:
+            text = session.get(self.url + "/metrics", timeout=10).text
+        return {
+            sample.labels.get(label, ""): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == metric
+        }
+
+    def until_samples(self, metric: str, label: str, expected: dict[str, float], deadline: float = 30.0) -> None:
+        """Scrape until `metric` by `label` is `expected`, or fail after `deadline` seconds saying what it was."""
+        end = time.monotonic() + deadline
+        while (found := self.samples(metric, label)) != expected:
+            assert time.monotonic() < end, f"{metric}: {found}, expected {expected}"
+            time.sleep(0.25)
+
 
 @contextmanager
 def running_server(

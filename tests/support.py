@@ -191,3 +191,14 @@ def fixtures() -> list[tuple[str, Json]]:
             doc = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": doc}
         out.append((path.name, doc))
     return out
+
+
+def load_script(path: Path) -> Any:
+    """A script of scripts/ (not a package) as a module, to test its functions."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(path.stem.replace("-", "_"), path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -11,16 +11,23 @@ pod that ended Failed gets its cause from a table of its own (ended.py): who dis
 
 from __future__ import annotations
 
-from rules import deadline
 from rules.causes.claims import CLAIM_CAUSES, MULTI_ATTACH
 from rules.causes.datasources import DATA_SOURCE_CAUSES
 from rules.causes.ended import ENDED_CAUSES, ENDED_CODES, ended_cause, ended_seconds
 from rules.causes.nodeagents import NO_NODE_AGENT, NODE_AGENT_CAUSES
 from rules.causes.nodes import NODE_CAUSES
 from rules.causes.scheduler import SCHEDULER_CAUSES
-from rules.causes.stuck import CDI_WORKER, Cause, Stuck, StuckCause, duration, storage_role, stuck_seconds
+from rules.causes.stuck import (
+    CDI_WORKER,
+    Cause,
+    Stuck,
+    StuckCause,
+    duration,
+    first_cause,
+    storage_role,
+    stuck_seconds,
+)
 from rules.causes.topology import TOPOLOGY_CAUSES
-from rules.cluster import LookupFailed
 
 __all__ = [
     "CAUSES",
@@ -54,14 +61,5 @@ CODES: tuple[str, ...] = tuple(c.code for c in CAUSES)
 
 
 def stuck_cause(stuck: Stuck) -> StuckCause:
-    """The first cause of the table that holds; the last one always does. A cause whose state cannot be read
-    (`LookupFailed`) is not proved, and the next one is tried."""
-    for cause in CAUSES:
-        deadline.check()
-        try:
-            found = cause.judge(stuck)
-        except LookupFailed:
-            continue
-        if found is not None:
-            return found
-    raise AssertionError("the cause table ends with a cause that always holds")
+    """The first cause of the stuck-pod table that holds; the last one always does."""
+    return first_cause(CAUSES, stuck)

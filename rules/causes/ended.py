@@ -17,8 +17,7 @@ from typing import Any
 
 from rules import deadline
 from rules.causes.scheduler import MESSAGE_LIMIT
-from rules.causes.stuck import Cause, Stuck, StuckCause
-from rules.cluster import LookupFailed
+from rules.causes.stuck import Cause, Stuck, StuckCause, first_cause
 from rules.coscheduling.anchors import parse_time
 from rules.kube.conditions import condition
 from rules.quoting import clip
@@ -262,12 +261,4 @@ ENDED_CODES: tuple[str, ...] = tuple(c.code for c in ENDED_CAUSES)
 def ended_cause(stuck: Stuck) -> StuckCause:
     """The first cause of the ended-pod table that holds; the last one always does. `stuck.seconds` is how long
     ago the pod ended."""
-    for cause in ENDED_CAUSES:
-        deadline.check()
-        try:
-            found = cause.judge(stuck)
-        except LookupFailed:
-            continue
-        if found is not None:
-            return found
-    raise AssertionError("the ended-pod table ends with a cause that always holds")
+    return first_cause(ENDED_CAUSES, stuck)

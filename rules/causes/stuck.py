@@ -4,13 +4,13 @@ facts several tiers share (its claims' holders, its node-local sources, why each
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from rules import deadline
-from rules.cluster import ClusterView
+from rules.cluster import ClusterView, LookupFailed
 from rules.context import PodTarget
 from rules.coscheduling.anchors import Hold, claim_hold, name_of, parse_time
 from rules.datasource.exposer import upload_source
@@ -184,6 +184,20 @@ class Cause:
     def judge(self, stuck: Stuck) -> StuckCause | None:
         message = self.detect(stuck)
         return None if message is None else StuckCause(self.code, message, self.remedy)
+
+
+def first_cause(table: Sequence[Cause], stuck: Stuck) -> StuckCause:
+    """The first cause of a table that holds; a table ends with one that always does. A cause whose state cannot
+    be read (`LookupFailed`) is not proved, and the next one is tried."""
+    for cause in table:
+        deadline.check()
+        try:
+            found = cause.judge(stuck)
+        except LookupFailed:
+            continue
+        if found is not None:
+            return found
+    raise AssertionError("a cause table ends with a cause that always holds")
 
 
 NODE_NOT_READY, NODE_CORDONED, NODE_TAINTED = "NodeNotReady", "NodeCordoned", "NodeTainted"

@@ -3,7 +3,6 @@ every value with its default and its comment."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from typing import Any
@@ -11,16 +10,13 @@ from typing import Any
 import yaml
 
 from tests.chart.chart_helpers import CHART, HELM, ROOT
+from tests.support import load_script
 
 SCRIPT = ROOT / "scripts" / "chart-readme.py"
 
 
 def _script() -> Any:
-    spec = importlib.util.spec_from_file_location("chart_readme", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def _leaves(value: Any, path: str = "") -> set[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -14,6 +13,7 @@ import yaml
 
 from rules.policy import Policy, PolicyError, policy_from_config_map, validation_families
 from tests.chart.chart_helpers import CHART, NAMESPACE, ROOT, SCENARIOS, one, render, render_error
+from tests.support import load_script
 
 SYNC_SCRIPT = ROOT / "scripts" / "sync-chart-policy-schema.py"
 
@@ -112,11 +112,7 @@ def test_policy_schema_is_in_sync_with_the_server() -> None:
 
 
 def _sync_script() -> Any:
-    spec = importlib.util.spec_from_file_location("sync_chart_policy_schema", SYNC_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SYNC_SCRIPT)
 
 
 @pytest.mark.parametrize(

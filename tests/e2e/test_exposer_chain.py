@@ -13,7 +13,7 @@ import jsonpatch
 import pytest
 import yaml
 
-from testkit.exposerchain import backup_chain, backup_pod, data_upload
+from testkit.exposerchain import backup_chain, backup_pod, data_upload, source_volume
 from testkit.fakeapi import running_fake_api
 from testkit.fakeapi.resources import PATH
 from testkit.reviews import admission_review
@@ -34,55 +34,12 @@ def _node(name: str) -> dict[str, Any]:
 
 def _cluster() -> list[dict[str, Any]]:
     """Two TopoLVM nodes, the source claim shop/db on node-a, and the exposer chain of its DataUpload."""
-    topolvm = {
-        "apiVersion": "storage.k8s.io/v1",
-        "kind": "StorageClass",
-        "metadata": {"name": "topolvm-provisioner"},
-        "provisioner": "topolvm.io",
-        "volumeBindingMode": "WaitForFirstConsumer",
-    }
-    pv = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": "pvc-6a1f0c2e"},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "capacity": {"storage": "10Gi"},
-            "storageClassName": "topolvm-provisioner",
-            "csi": {"driver": "topolvm.io", "volumeHandle": "0b4e0f43"},
-            "claimRef": {"namespace": "shop", "name": "db"},
-            "nodeAffinity": {
-                "required": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {"key": "topology.topolvm.io/node", "operator": "In", "values": ["node-a"]}
-                            ]
-                        }
-                    ]
-                }
-            },
-        },
-    }
-    db = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "db", "namespace": "shop"},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "topolvm-provisioner",
-            "volumeName": "pvc-6a1f0c2e",
-        },
-        "status": {"phase": "Bound"},
-    }
     # a DataUpload of another namespace: never listed, the server's Role is in Velero's namespace alone
     elsewhere = data_upload(NAME, "shop", "db", namespace="tenant-a")
     return [
         _node("node-a"),
         _node("node-b"),
-        topolvm,
-        pv,
-        db,
+        *source_volume("node-a"),
         data_upload(NAME, "shop", "db"),
         elsewhere,
         *backup_chain(NAME),

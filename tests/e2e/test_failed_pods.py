@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from rules.causes import ENDED_CODES
 from testkit.fakeapi import running_fake_api
@@ -37,22 +36,8 @@ def moved_to_now(obj: Any, by: float) -> Any:
     return obj
 
 
-def failed_by_cause(server: Server) -> dict[str, float]:
-    with server.session() as session:
-        text = session.get(server.url + "/metrics", timeout=10).text
-    return {
-        sample.labels["cause"]: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == FAILED_METRIC
-    }
-
-
 def until(server: Server, expected: dict[str, float], deadline: float = 30.0) -> None:
-    end = time.monotonic() + deadline
-    while (found := failed_by_cause(server)) != expected:
-        assert time.monotonic() < end, f"{FAILED_METRIC}: {found}, expected {expected}"
-        time.sleep(0.25)
+    server.until_samples(FAILED_METRIC, "cause", expected, deadline)
 
 
 def test_the_in_server_audit_counts_ended_pods_by_cause_and_follows_a_pod_that_ends(tmp_path: Path) -> None:

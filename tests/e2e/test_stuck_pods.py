@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from rules.causes import CODES
 from testkit.fakeapi import running_fake_api
@@ -41,22 +40,8 @@ def cluster() -> list[dict[str, object]]:
     return [*cluster_of(CASES), POLICY_CONFIG_MAP]
 
 
-def stuck_by_cause(server: Server) -> dict[str, float]:
-    with server.session() as session:
-        text = session.get(server.url + "/metrics", timeout=10).text
-    return {
-        sample.labels["cause"]: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == STUCK_METRIC
-    }
-
-
 def until(server: Server, expected: dict[str, float], deadline: float = 30.0) -> None:
-    end = time.monotonic() + deadline
-    while (found := stuck_by_cause(server)) != expected:
-        assert time.monotonic() < end, f"{STUCK_METRIC}: {found}, expected {expected}"
-        time.sleep(0.25)
+    server.until_samples(STUCK_METRIC, "cause", expected, deadline)
 
 
 def test_the_in_server_audit_counts_stuck_pods_by_cause(tmp_path: Path) -> None:
@@ -83,12 +68,5 @@ def test_the_first_in_server_audit_follows_the_first_sync(tmp_path: Path) -> Non
             ready = time.time()
             expected = server_causes(CASES)
             until(server, {code: float(expected[code]) for code in CODES}, deadline=10.0)
-            with server.session() as session:
-                text = session.get(server.url + "/metrics", timeout=10).text
-            (last_run,) = [
-                sample.value
-                for family in text_string_to_metric_families(text)
-                for sample in family.samples
-                if sample.name == "storage_affinity_audit_last_run_timestamp_seconds"
-            ]
+            (last_run,) = server.samples("storage_affinity_audit_last_run_timestamp_seconds").values()
             assert ready - 10 < last_run < ready + 10

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from rules.kube.nodeaffinity import required_terms, terms_imply
 from rules.model import Json
 from rules.policy import policy_from_document
-from testkit.exposerchain import backup_chain, backup_pod, data_upload
+from testkit.exposerchain import backup_chain, backup_pod, data_upload, source_volume
 from testkit.velero import node_agent_pod
 from tests.support import mutate_checked, view_from
 
@@ -47,32 +47,8 @@ def _cluster(agents: list[tuple[str, str]]) -> list[Json]:
         }
         for name in NODES
     ]
-    topolvm = {
-        "apiVersion": "storage.k8s.io/v1",
-        "kind": "StorageClass",
-        "metadata": {"name": "topolvm-provisioner"},
-        "provisioner": "topolvm.io",
-        "volumeBindingMode": "WaitForFirstConsumer",
-    }
-    pv = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": "pvc-6a1f0c2e"},
-        "spec": {
-            "csi": {"driver": "topolvm.io", "volumeHandle": "0b4e0f43"},
-            "claimRef": {"namespace": "shop", "name": "db"},
-            "nodeAffinity": {"required": {"nodeSelectorTerms": copy.deepcopy(SOURCE_TERMS)}},
-        },
-    }
-    db = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "db", "namespace": "shop"},
-        "spec": {"storageClassName": "topolvm-provisioner", "volumeName": "pvc-6a1f0c2e"},
-        "status": {"phase": "Bound"},
-    }
     agent_pods = [node_agent_pod(node, state) for node, state in agents]
-    return [*nodes, topolvm, pv, db, data_upload(NAME, "shop", "db"), *backup_chain(NAME), *agent_pods]
+    return [*nodes, *source_volume("node-a"), data_upload(NAME, "shop", "db"), *backup_chain(NAME), *agent_pods]
 
 
 _POD_TERMS = st.sampled_from(
