@@ -34,9 +34,7 @@ def data_mover_namespace(policy: Policy) -> str:
     ConfigMap); "" when it names neither. DataUploads are read there alone, where the chart's Role lets the server
     list them, and not at all while the policy names no namespace: the chart cannot grant a Role in a namespace
     nobody named, which may not exist."""
-    if policy.node_agent_namespace:
-        return policy.node_agent_namespace
-    return policy.load_affinity_source[0] if policy.load_affinity_source else ""
+    return policy.velero_namespace if policy.node_agent_namespace or policy.load_affinity_source else ""
 
 
 @dataclass(frozen=True)
@@ -76,9 +74,7 @@ def _upload_source(view: ClusterView, policy: Policy, target: PodTarget) -> Uplo
         return UploadSource(label, name, why=f"{label} is not known")
     spec = upload.get("spec") or {}
     source_namespace, source_claim = spec.get("sourceNamespace"), spec.get("sourcePVC")
-    if not isinstance(source_namespace, str) or not isinstance(source_claim, str) or not source_namespace:
-        return UploadSource(label, name, why=f"{label} names no source claim")
-    if not source_claim:
+    if not (isinstance(source_namespace, str) and isinstance(source_claim, str) and source_namespace and source_claim):
         return UploadSource(label, name, why=f"{label} names no source claim")
     claim = f"{source_namespace}/{source_claim}"
     pvc = view.pvc(source_namespace, source_claim)

@@ -40,11 +40,11 @@ def mutate_data_source(ctx: Context, target: PodTarget) -> None:
     places = source_places(ctx.view, ctx.policy, target.namespace, target.volumes(ctx.view), upload)
     if not places:
         return
-    held = []
+    held: set[int] = set()  # the places the pod already holds, by identity: a membership test per place, not a scan
     for place in places:
         deadline.check()
         if held_by_pod(target, place):
-            held.append(place)
+            held.add(id(place))
             ctx.reason(f"data source: claim {place.claim} from {place.source}: the pod holds {place.holder}'s terms")
         elif place.kind == UNRESOLVED:
             ctx.warn(f"claim {place.claim} not placed by its data source: {place.why}")  # fits 120 characters
@@ -56,8 +56,8 @@ def mutate_data_source(ctx: Context, target: PodTarget) -> None:
         ctx.reason(f"data source: no placement: {problem}")
         ctx.audit("data-source", "not placed: sources on different nodes")
         return
-    nodes = [p for p in nodes if p not in held]
-    zones = [p for p in places if p.kind == ZONE and p not in held]
+    nodes = [p for p in nodes if id(p) not in held]
+    zones = [p for p in places if p.kind == ZONE and id(p) not in held]
     if not nodes and not zones:
         return
     if target.spec.get("nodeName"):

@@ -56,10 +56,7 @@ def feasible_nodes(
     if pinned:
         admitted &= nodes.mask_of([str(pinned)])
 
-    def fits(node: Json) -> bool:
-        metadata = node.get("metadata") or {}
-        if pinned and metadata.get("name") != pinned:
-            return False
+    def fits(node: Json) -> bool:  # only the admitted nodes (the pinned one alone, with a nodeName) are asked
         if (node.get("spec") or {}).get("unschedulable") and not tolerates(tolerations, UNSCHEDULABLE_TAINT):
             return False
         return node_tolerated(tolerations, node)

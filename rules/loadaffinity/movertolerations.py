@@ -23,10 +23,17 @@ def velero_tolerations(view: ClusterView, policy: Policy) -> tuple[Json, ...]:
 
 
 def data_mover_tolerations(
-    view: ClusterView, policy: Policy, namespace: str, metadata: Mapping[str, Any], requester: str | None = None
+    view: ClusterView,
+    policy: Policy,
+    namespace: str,
+    metadata: Mapping[str, Any],
+    requester: str | None = None,
+    *,
+    kind: str = "Pod",
 ) -> tuple[Json, ...]:
-    """Velero's tolerations for a pod that is a trusted backup or restore pod; none for any other pod."""
-    role = classify(metadata, namespace, policy, requester=requester)
+    """Velero's tolerations for a trusted backup or restore pod, or the pods a workload of `kind` makes (trusted by
+    its namespace alone: its controller creates them, not the requester); none for any other."""
+    role = classify(metadata, namespace, policy, requester=requester, kind=kind)
     if role.role not in GRANTING_ROLES or not role.trusted:
         return ()
     return velero_tolerations(view, policy)

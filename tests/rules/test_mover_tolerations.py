@@ -96,6 +96,18 @@ def test_only_a_trusted_backup_or_restore_pod_counts_them() -> None:
     assert data_mover_tolerations(view, policy(), "velero", pod["metadata"]) == ()  # no loadAffinitySource
 
 
+def test_a_trusted_requester_earns_them_for_a_pod_but_not_for_a_workload_template() -> None:
+    """Requester trust counts for the Pods a requester creates: a Job's pods are its controller's, so a Job template
+    in a namespace the policy does not trust gets none of Velero's tolerations, whoever creates the Job."""
+    view = view_from(*CLUSTER, config_map([{"key": "backup", "operator": "Exists"}]))
+    requester = "system:serviceaccount:velero:velero"
+    trusting = policy({**SOURCE, "trust": {"requesters": [requester]}})
+    pod = velero.exposer_pod("backup", claims=())
+    metadata = {**pod["metadata"], "namespace": "shop"}
+    assert data_mover_tolerations(view, trusting, "shop", metadata, requester) != ()
+    assert data_mover_tolerations(view, trusting, "shop", metadata, requester, kind="Job") == ()
+
+
 def test_a_test_suite_counts_them_for_a_backup_pod(tmp_path: Path) -> None:
     """`storage-affinity-webhook test`: a backup pod's `nodes` include the node tainted for backups that Velero's
     ConfigMap tolerates, though the suite's pod, written before Velero made it, carries no toleration."""

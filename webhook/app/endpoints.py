@@ -249,9 +249,6 @@ def _read_body(environ: dict[str, Any], limit: int) -> bytes:
 
 #: Every family a decision can be counted under: the label's values are this fixed set (rules/outcomes.py `shown`).
 _DECISION_FAMILIES = frozenset({*MUTATING_FAMILIES, *finding_families()})
-#: The labelled counter of each outcome, made once: `labels()` takes a lock and builds its key on every call. As
-#: bounded as the labels' fixed sets.
-_DECIDED: dict[tuple[str, str, str], Any] = {}
 
 
 def _count_decisions(decision: Decision, *, mutating: bool) -> None:
@@ -265,11 +262,7 @@ def _count_decisions(decision: Decision, *, mutating: bool) -> None:
     else:
         return
     for outcome in outcomes:
-        labels = shown(outcome, _DECISION_FAMILIES)
-        counter = _DECIDED.get(labels)
-        if counter is None:
-            counter = _DECIDED[labels] = metrics.DECISIONS.labels(*labels)
-        counter.inc()
+        metrics.DECISIONS.labels(*shown(outcome, _DECISION_FAMILIES)).inc()
 
 
 def _outcome(document: dict[str, object]) -> str:

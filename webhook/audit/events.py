@@ -40,6 +40,7 @@ from rules.cluster import ClusterView
 from rules.model import Json
 from rules.policy import Policy
 from webhook import metrics
+from webhook.logs import Throttle
 from webhook.state.apierrors import describe
 
 log = logging.getLogger(__name__)
@@ -48,8 +49,6 @@ RUN_LIMIT = 100
 NAMESPACE_LIMIT = 10
 REQUEST_TIMEOUT = 5.0
 FAILURES_PER_RUN = 3
-#: At most one log line about failed writes per this many seconds; the lines between are counted in the next.
-LOG_EVERY = 60.0
 JSON_PATCH = "application/json-patch+json"
 
 
@@ -116,8 +115,7 @@ class EventWriter:
         self.clock = clock
         self._series: dict[tuple[str, str], _Series] = {}
         self._writes: defaultdict[str, int] = defaultdict(int)  # this run's writes by namespace
-        self._logged_at: float | None = None
-        self._unlogged = 0
+        self._failures = Throttle(clock=clock)  # a line a minute about failed writes, counting the others
 
     def forget(self) -> None:
         """Forget the series (the lease was lost: another replica may have written since; the names find them)."""
@@ -197,9 +195,10 @@ class EventWriter:
             del self._series[event.key]
             if state == _FOREIGN:
                 return
+        timeout = self._spend(event.namespace)  # the bounds first: an Event left out costs no body
         try:
             created = self.events.create_namespaced_event(
-                event.namespace, cast(Any, event.body(at, self.instance)), _request_timeout=self._spend(event.namespace)
+                event.namespace, cast(Any, event.body(at, self.instance)), _request_timeout=timeout
             )
         except ApiException as exc:
             if exc.status != 409:
@@ -270,12 +269,10 @@ class EventWriter:
         return min(left, REQUEST_TIMEOUT)
 
     def _failed(self, event: AuditEvent, exc: BaseException) -> None:
-        """Log a failed write, at most once per LOG_EVERY seconds (the others are counted in the next line)."""
-        now = self.clock()
-        if self._logged_at is not None and now - self._logged_at < LOG_EVERY:
-            self._unlogged += 1
+        """Log a failed write, at most once a minute (the others are counted in the next line)."""
+        if (count := self._failures.due("failed")) is None:
             return
-        more = f" ({self._unlogged} more failed since the last line)" if self._unlogged else ""
+        more = f" ({count - 1} more failed since the last line)" if count > 1 else ""
         log.warning(
             "events: %s about %s %s/%s not recorded: %s%s",
             event.reason,
@@ -285,7 +282,6 @@ class EventWriter:
             describe(exc),
             more,
         )
-        self._logged_at, self._unlogged = now, 0
 
 
 def _round_robin(events: Iterable[AuditEvent]) -> Iterator[AuditEvent]:

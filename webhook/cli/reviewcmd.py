@@ -109,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
     live = args.live or args.kubeconfig is not None
     if live and args.cluster:
         return _bad("--cluster reads manifests, --live and --kubeconfig the API: give one or the other")
+    if args.file.count("-") > 1:
+        return _bad("-f -: standard input can be read once")
     view: Any = None
     reviewed: list[Reviewed] = []
     bad: list[str] = []
@@ -116,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         documents: list[tuple[str, Any]] = []
         for source in args.file:
-            text = sys.stdin.read() if source == "-" else read_text(source)
+            text = _stdin() if source == "-" else read_text(source)
             shown = "<stdin>" if source == "-" else source
             documents += _objects(shown, load_documents(text, shown))
         if not documents:
@@ -127,14 +129,14 @@ def run(args: argparse.Namespace) -> int:
         else:
             policy, policy_source = load_policy_file(args.policy)
             view = load_static_state(args.cluster)
-        for source, document in documents:
+        for named, document in documents:
             try:
                 result = review(as_request(document), policy, view, args.namespace)
             except (ReviewError, BadObject) as exc:
-                bad.append(f"{source}: {exc}")
+                bad.append(f"{named}: {exc}")
                 continue
             result.decisions.insert(0, f"policy: {policy_source}")
-            reviewed.append(Reviewed(source, result))
+            reviewed.append(Reviewed(named, result))
     except (OSError, UnicodeDecodeError) as exc:
         return _bad(unreadable("<stdin>" if source == "-" else source, exc))
     except (DocumentError, PolicyError, _LiveError) as exc:  # these name their file or source
@@ -173,6 +175,16 @@ def _objects(source: str, documents: list[Any]) -> list[tuple[str, Any]]:
     if len(found) == 1:
         return [(source, found[0])]
     return [(f"{source}#{index}", document) for index, document in enumerate(found, 1)]
+
+
+def _stdin() -> str:
+    """Standard input, bounded as every file the command line reads is (webhook/files.py)."""
+    from webhook.files import MAX_FILE_BYTES, refused
+
+    text = sys.stdin.read(MAX_FILE_BYTES + 1)
+    if len(text) > MAX_FILE_BYTES:
+        raise refused("-", f"larger than {MAX_FILE_BYTES >> 20} MiB")
+    return text
 
 
 class _LiveError(Exception):

@@ -143,7 +143,9 @@ def run_case(suite: Suite, case: Case) -> list[Failure]:
     nodes = None
     tolerations: list[Json] = []
     if pod is not None and "nodes" in case.expect:
-        velero = data_mover_tolerations(suite.view, suite.policy, subject.namespace, pod[0], subject.user)
+        velero = data_mover_tolerations(
+            suite.view, suite.policy, subject.namespace, pod[0], subject.user, kind=subject.kind
+        )
         nodes = feasible_nodes(suite.view, subject.namespace, *pod, velero)
     if pod is not None:
         tolerations = list(pod[1].get("tolerations") or [])

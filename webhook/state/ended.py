@@ -19,16 +19,24 @@ _TERMINATED_FIELDS = ("reason", "exitCode", "startedAt", "finishedAt")
 _MESSAGE_LIMIT = MESSAGE_LIMIT + 1
 
 
+def clipped(value: Any) -> Any:
+    """A message as the index keeps it: cut one character past what a cause quotes (the quote is then the same);
+    any other value as it is. What a pod's status says is written by its containers and controllers, so the index
+    must not grow by it."""
+    return value[:_MESSAGE_LIMIT] if isinstance(value, str) else value
+
+
+def kept_condition(condition: Mapping[str, Any]) -> Json:
+    """The fields of a condition that say why (`CONDITION_FIELDS`), its message clipped."""
+    return {k: clipped(condition[k]) if k == "message" else condition[k] for k in CONDITION_FIELDS if k in condition}
+
+
 def ended_status(status: Mapping[str, Any], conditions: list[Json]) -> Json:
     """The fields of a Failed pod's trimmed status that say how it ended: its status reason and message, its
     DisruptionTarget condition (added to the trimmed `conditions`), and each container's `terminated` state."""
-    out: Json = {key: status[key][:_MESSAGE_LIMIT] for key in ("reason", "message") if isinstance(status.get(key), str)}
+    out: Json = {key: clipped(status[key]) for key in ("reason", "message") if isinstance(status.get(key), str)}
     disruption = [
-        {
-            k: c[k][:_MESSAGE_LIMIT] if k == "message" and isinstance(c[k], str) else c[k]
-            for k in CONDITION_FIELDS
-            if k in c
-        }
+        kept_condition(c)
         for c in status.get("conditions") or ()
         if isinstance(c, Mapping) and c.get("type") == "DisruptionTarget"
     ]
@@ -48,5 +56,5 @@ def ended_status(status: Mapping[str, Any], conditions: list[Json]) -> Json:
 def _terminated(state: Mapping[str, Any]) -> Json:
     kept: Json = {k: state[k] for k in _TERMINATED_FIELDS if k in state}
     if isinstance(state.get("message"), str):
-        kept["message"] = state["message"][:_MESSAGE_LIMIT]
+        kept["message"] = clipped(state["message"])
     return kept

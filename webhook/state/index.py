@@ -21,7 +21,7 @@ from rules.loadaffinity.agents import NO_AGENTS, AgentState, NodeAgents, agent_s
 from rules.model import PREFIX, Json, namespaced_name
 from webhook.state.datamover import DataMoverLookups
 from webhook.state.datasources import TRIMMERS, SourceLinks, trim_data_source
-from webhook.state.ended import CONDITION_FIELDS, ended_status
+from webhook.state.ended import clipped, ended_status, kept_condition
 from webhook.state.kinds import STATE_KINDS
 from webhook.state.owners import READ_OWNERS, controller_reference
 
@@ -129,7 +129,7 @@ def _pod_status(status: Mapping[str, Any]) -> Json:
         out.update(ended_status(status, out.get("conditions", [])))
         return out
     waiting = [
-        {"name": c.get("name"), "state": {"waiting": {k: w[k] for k in ("reason", "message") if k in w}}}
+        {"name": c.get("name"), "state": {"waiting": {k: clipped(w[k]) for k in ("reason", "message") if k in w}}}
         for key in ("initContainerStatuses", "containerStatuses")
         for c in status.get(key) or ()
         if isinstance(c, Mapping) and isinstance(w := (c.get("state") or {}).get("waiting"), Mapping)
@@ -141,7 +141,7 @@ def _pod_status(status: Mapping[str, Any]) -> Json:
 
 def _failing_conditions(status: Mapping[str, Any], kinds: tuple[str, ...]) -> list[Json]:
     return [
-        {k: c[k] for k in CONDITION_FIELDS if k in c}
+        kept_condition(c)
         for c in status.get("conditions") or ()
         if isinstance(c, Mapping) and c.get("type") in kinds and c.get("status") != "True"
     ]
