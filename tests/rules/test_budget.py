@@ -126,7 +126,7 @@ def _named(decision: Decision, case: Json, *, denied: bool) -> None:
         assert any(limit in w and (not field or field in w) for w in decision.warnings), decision.warnings
 
 
-@pytest.mark.parametrize("case", table_cases(DATA / "budget", KEYS, sourced=True))
+@pytest.mark.parametrize("case", table_cases(DATA / "budget", KEYS))
 def test_budget_table(case: Json, monkeypatch: pytest.MonkeyPatch) -> None:
     pod, objects = built(case["object"])
     view = view_from(*hostile.nodes(case["nodes"]), *objects)

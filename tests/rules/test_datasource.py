@@ -32,7 +32,7 @@ def state_objects(entries: list[Any]) -> list[Json]:
 
 
 def load_cases() -> list[Any]:
-    return table_cases(CASES_DIR, CASE_KEYS, sourced=True)
+    return table_cases(CASES_DIR, CASE_KEYS)
 
 
 def subject_object(case: Json) -> Json:

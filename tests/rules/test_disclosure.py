@@ -24,7 +24,7 @@ CASE_KEYS = {
     "name", "source", "state", "policy", "pod", "patch", "warnings", "validation_warnings", "violations", "reasons",
     "never", "same_as",
 }  # fmt: skip
-CASES = table_cases(TABLE_PATH, CASE_KEYS, section="cases", sourced=True)
+CASES = table_cases(TABLE_PATH, CASE_KEYS, section="cases")
 BY_NAME = {param.values[0]["name"]: param.values[0] for param in CASES}
 
 

@@ -53,7 +53,7 @@ def typed(value: Any) -> Any:
     return (type(value).__name__, repr(value))
 
 
-@pytest.mark.parametrize("case", table_cases(TABLE, KEYS, sourced=True))
+@pytest.mark.parametrize("case", table_cases(TABLE, KEYS))
 def test_strictness_is_the_same_in_yaml_and_json(case: dict[str, Any]) -> None:
     for form in ("yaml", "json"):
         if form not in case:

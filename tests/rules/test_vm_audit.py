@@ -67,7 +67,7 @@ def cluster(pv_node: str) -> list[Json]:
     return objects
 
 
-@pytest.mark.parametrize("case", table_cases(DATA / "vmaudit" / "disks.yaml", DISKS_KEYS, sourced=True))
+@pytest.mark.parametrize("case", table_cases(DATA / "vmaudit" / "disks.yaml", DISKS_KEYS))
 def test_vm_disk_audit(case: dict[str, Any]) -> None:
     assert case["source"]
     objects = cluster(case["pv_node"]) + copy.deepcopy(case.get("state", []))

@@ -18,7 +18,7 @@ KEYS = {
     "name", "source", "kind", "kinds", "namespace", "template", "spec", "operation", "old", "policy", "denied",
     "warned", "decisions",
 }  # fmt: skip
-CASES = table_cases(DATA / "workloads", KEYS, sourced=True)
+CASES = table_cases(DATA / "workloads", KEYS)
 API_VERSIONS = {"Job": "batch/v1", "CronJob": "batch/v1"}
 
 
