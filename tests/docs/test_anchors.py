@@ -1,4 +1,4 @@
-"""Every section of README.md or docs/ that the chart, the docs or the code point to exists.
+"""Every section of README.md or docs/ that the chart, the docs, SECURITY.md or the code point to exists.
 
 A pointer is a Markdown link (`[text](page.md#anchor)`, `(#anchor)`), a path with an anchor
 (`docs/operations.md#monitoring`) or a path with a quoted heading (`docs/operations.md, "Which pods reach the
@@ -21,6 +21,7 @@ from tests.support import ROOT
 CHART = ROOT / "charts" / "storage-affinity-webhook"
 SOURCES = [
     *PAGES,
+    ROOT / "SECURITY.md",
     *sorted(p for p in CHART.rglob("*") if p.is_file() and p.suffix in (".yaml", ".txt", ".tpl", ".json")),
     ROOT / "rules" / "policy.schema.json",  # its descriptions become docs/policy.md and the chart's schema
     ROOT / "rules" / "default_policy.yaml",  # its comments point readers to the page of its fields

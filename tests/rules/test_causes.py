@@ -5,8 +5,8 @@ holds it (the in-server audit), which must keep every field a cause reads."""
 from __future__ import annotations
 
 import copy
-import re
 import dataclasses
+import re
 from collections import Counter
 from datetime import datetime
 from typing import Any

@@ -88,10 +88,7 @@ class Passage:
 
 PASSAGES = (
     Passage("docs/cli.md", "takes YAML/JSON manifests", "(the last", STATE_KINDS),
-    Passage("docs/design.md", "(YAML/JSON manifests, multi-document", ").", STATE_KINDS),
-    Passage("docs/design.md", "(read pods, PVCs, PVs,", "cluster-wide", CLUSTER_WIDE),
     Passage("docs/design.md", "State: the index keeps", "(trimmed", OPTIONAL),
-    Passage("docs/design.md", "The chart grants list/watch on", "(no GET", OPTIONAL, by="resource"),
     Passage("docs/operations.md", "Each gunicorn worker lists", "then watches", CORE),
     Passage("docs/operations.md", "while their resources (", ")", OPTIONAL, by="resource"),
     Passage("docs/operations.md", "The optional API groups have a line each:", "say `ok`", OPTIONAL, by="group"),
