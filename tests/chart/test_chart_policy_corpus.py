@@ -16,7 +16,7 @@ import yaml
 
 from rules.policy import PolicyError, policy_from_config_map
 from tests.chart.chart_helpers import HelmError, one, render
-from tests.support import DATA, ROOT, load_yaml
+from tests.support import DATA, ROOT, load_yaml, table_cases
 from webhook.policy.file import load_policy_file
 
 CORPUS = load_yaml(DATA / "chart_policy" / "corpus.yaml")
@@ -24,7 +24,7 @@ SCHEMA = json.loads((ROOT / "rules" / "policy.schema.json").read_text())
 
 
 def _cases(kind: str) -> list[Any]:
-    return [pytest.param(case, id=case["name"]) for case in CORPUS[kind]]
+    return table_cases(DATA / "chart_policy" / "corpus.yaml", {"name", "policy", "reason"}, section=kind)
 
 
 def _server_problems(policy: dict[str, Any], tmp_path: Path) -> list[tuple[str, str]]:

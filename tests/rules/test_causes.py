@@ -210,7 +210,9 @@ def test_a_cause_whose_state_cannot_be_read_is_not_claimed() -> None:
 TOLERATIONS = load_yaml(DATA / "audit" / "tolerations.yaml")
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c["name"]) for c in TOLERATIONS["cases"]])
+@pytest.mark.parametrize(
+    "case", table_cases(DATA / "audit" / "tolerations.yaml", {"name", "tolerations", "tolerated"}, section="cases")
+)
 def test_a_taint_is_tolerated_as_the_api_decides(case: dict[str, Any]) -> None:
     assert tolerates(case["tolerations"], TOLERATIONS["taint"]) is case["tolerated"]
 
