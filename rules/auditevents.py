@@ -1,6 +1,12 @@
 """What the audit tells as Kubernetes Events: a Warning `events.k8s.io/v1` Event for each stuck storage pod (its cause
-code as the reason, the cause and its remedy as the note) and for each mover scheduled away from its claim's holder
+code as the reason, the cause and its remedy as the note), for each storage pod that ended Failed within the
+policy's window (the same, the note saying how long ago), and for each mover scheduled away from its claim's holder
 (Multi-Attach), about the pod and about the object its operator watches.
+
+A stuck pod's Event is a series the writer counts up each run the cause still holds: that it still holds is news. An
+ended pod's is recorded once (`AuditEvent.once`): the pod is dead and its cause cannot change, so a count growing
+each run until `audit.failedWithinSeconds` passes, and a lastObservedTime that moves, would only make an old
+failure look current.
 
 `kubectl describe pod`, `kubectl get events` and Velero's own diagnosis read them: Velero prints a data-mover pod's
 Warning events, matched by the pod's UID, when its prepare timeout expires (vmware-tanzu/velero
@@ -28,11 +34,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rules.audit import DRIFT, STUCK, ObjectAudit
-from rules.causes import CAUSES, CDI_WORKER, MULTI_ATTACH
+from rules.audit import DRIFT, FAILED, STUCK, ObjectAudit
+from rules.causes import CAUSES, CDI_WORKER, ENDED_CODES, MULTI_ATTACH
+from rules.causes.ended import VELERO_OWNERS
 from rules.cluster import ClusterView, LookupFailed
 from rules.datasource.scope import FILLING_WORKERS, cdi_worker
 from rules.datasource.vm import data_volume_of, target_claim
+from rules.kube.owners import controller_reference
 from rules.kube.volumes import ClaimVolume
 from rules.model import Json
 from rules.policy import Policy
@@ -50,11 +58,6 @@ _NAME_LIMIT = 253 - 17
 
 VOLSYNC_API = "volsync.backube/v1alpha1"
 VOLSYNC_OWNERS = frozenset({"ReplicationSource", "ReplicationDestination"})
-#: Velero's role → (the pod label naming its owner, the owner's kind).
-VELERO_OWNERS = {
-    "backup": ("velero.io/data-upload", "DataUpload"),
-    "restore": ("velero.io/data-download", "DataDownload"),
-}
 VELERO_GROUP = "velero.io"
 DATA_VOLUME_API = "cdi.kubevirt.io/v1beta1"
 
@@ -85,12 +88,14 @@ class ObjectRef:
 
 @dataclass(frozen=True)
 class AuditEvent(ShownText):
-    """One Event to record: about `regarding`, for the cause `reason`. Escaped when made (`ShownText`)."""
+    """One Event to record: about `regarding`, for the cause `reason`. Escaped when made (`ShownText`). `once`: the
+    cause of a pod that ended, recorded once and never counted up (module docstring)."""
 
     regarding: ObjectRef
     reason: str
     note: str
     related: ObjectRef | None = None
+    once: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -153,24 +158,25 @@ def audit_events(
     subject = ObjectRef("v1", "Pod", report.namespace, report.name, str(metadata.get("uid") or ""))
     owner = owner_of(report, pod, jobs, view, policy)
     events = []
-    for reason, note in causes:
-        events.append(AuditEvent(subject, reason, note))
+    for reason, note, once in causes:
+        events.append(AuditEvent(subject, reason, note, once=once))
         if owner is not None:
-            events.append(AuditEvent(owner, reason, note, related=subject))
+            events.append(AuditEvent(owner, reason, note, related=subject, once=once))
     return events
 
 
-def event_causes(report: ObjectAudit) -> list[tuple[str, str]]:
-    """(reason, note) for each cause the report names: its stuck cause, and Multi-Attach on a mover scheduled away
-    from its claim's holder when that is not already its cause."""
+def event_causes(report: ObjectAudit) -> list[tuple[str, str, bool]]:
+    """(reason, note, once) for each cause the report names: its cause (stuck: the finding says for how long; ended:
+    how long ago, and `once`), and Multi-Attach on a mover scheduled away from its claim's holder when that is not
+    already its cause."""
     out = []
     if report.cause is not None:
-        said = next((f.message for f in report.findings if f.family == STUCK), report.cause.message)
-        out.append((report.cause.code, _note(said, report.cause.remedy)))
+        said = next((f.message for f in report.findings if f.family in (STUCK, FAILED)), report.cause.message)
+        out.append((report.cause.code, _note(said, report.cause.remedy), report.cause.code in ENDED_CODES))
     if report.multi_attach and (report.cause is None or report.cause.code != MULTI_ATTACH):
         drift = next((f.message for f in report.findings if f.family == DRIFT), "")
         said = f"Pending on a node away from the holder of its ReadWriteOnce claim (Multi-Attach): {drift}"
-        out.append((MULTI_ATTACH, _note(said, _MULTI_ATTACH_REMEDY)))
+        out.append((MULTI_ATTACH, _note(said, _MULTI_ATTACH_REMEDY), False))
     return out
 
 
@@ -187,8 +193,8 @@ def owner_of(
 ) -> ObjectRef | None:
     """The object the pod's operator watches, as the cluster state proves it (module docstring); None otherwise."""
     metadata = pod.get("metadata") or {}
-    controller = controller_of(metadata)
-    if controller is None:
+    controller = controller_reference(metadata)
+    if controller is None or not controller.get("name"):
         return None
     if report.role == "mover":
         return _volsync_owner(report.namespace, controller, jobs)
@@ -204,15 +210,6 @@ def owner_of(
     return None
 
 
-def controller_of(metadata: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The owner reference marked `controller: true` (at most one, by API validation)."""
-    owners = metadata.get("ownerReferences")
-    for owner in owners if isinstance(owners, list) else ():
-        if isinstance(owner, Mapping) and owner.get("controller") is True and owner.get("name"):
-            return owner
-    return None
-
-
 def _volsync_owner(
     namespace: str, controller: Mapping[str, Any], jobs: Mapping[tuple[str, str], Mapping[str, Any]]
 ) -> ObjectRef | None:
@@ -221,8 +218,10 @@ def _volsync_owner(
     job = jobs.get((namespace, str(controller.get("uid") or "")))
     if job is None or (job.get("metadata") or {}).get("name") != controller.get("name"):
         return None
-    owner = controller_of(job.get("metadata") or {})
-    if owner is None or owner.get("apiVersion") != VOLSYNC_API or owner.get("kind") not in VOLSYNC_OWNERS:
+    owner = controller_reference(job.get("metadata") or {})
+    if owner is None or not owner.get("name") or owner.get("apiVersion") != VOLSYNC_API:
+        return None
+    if owner.get("kind") not in VOLSYNC_OWNERS:
         return None
     return _ref(namespace, owner)
 

@@ -36,9 +36,12 @@ DELETING = frozenset({BY_EVICTION_API, BY_SCHEDULER, BY_TAINT_MANAGER, BY_POD_GC
 KUBELET_EVICTED, KUBELET_PREEMPTING = "Evicted", "Preempting"
 NODE_SHUTDOWN_REASONS = frozenset({"Terminated", "Shutdown"})
 OOM_KILLED = "OOMKilled"
-#: Velero's labels on a backup and a restore pod naming the DataUpload or DataDownload it serves
-#: (vmware-tanzu/velero pkg/exposer).
-VELERO_OWNER_LABELS = (("velero.io/data-upload", "DataUpload"), ("velero.io/data-download", "DataDownload"))
+#: Velero's role → the label on its backup or restore pod naming the DataUpload or DataDownload it serves, and that
+#: kind (vmware-tanzu/velero pkg/exposer): what a message names and what an audit Event's owner must be.
+VELERO_OWNERS = {
+    "backup": ("velero.io/data-upload", "DataUpload"),
+    "restore": ("velero.io/data-download", "DataDownload"),
+}
 
 
 def ended_seconds(pod: Mapping[str, Any], now: datetime) -> float | None:
@@ -169,11 +172,12 @@ def _velero_wait(stuck: Stuck) -> str:
     DataUpload or DataDownload early only when its pod watch sees the pod Failed while that is still Accepted
     (`IsPodUnrecoverable`, pkg/util/kube/pod.go); a pod removed before that leaves it waiting for the
     node-agent's prepare timeout (vmware-tanzu/velero#9212)."""
-    if stuck.target.role.role not in ("backup", "restore") or any(_started(t) for _, t in _terminated(stuck.pod)):
+    owned = VELERO_OWNERS.get(stuck.target.role.role or "")
+    if owned is None or any(_started(t) for _, t in _terminated(stuck.pod)):
         return ""
-    labels = (stuck.pod.get("metadata") or {}).get("labels") or {}
-    owner = next((f"{kind} {_quoted(labels[key])}" for key, kind in VELERO_OWNER_LABELS if labels.get(key)), None)
-    named = owner or "its DataUpload or DataDownload"
+    label, kind = owned
+    value = ((stuck.pod.get("metadata") or {}).get("labels") or {}).get(label)
+    named = f"{kind} {_quoted(value)}" if value else f"its {kind}"
     return (
         f"; it never started, so {named} was not prepared yet: unless Velero saw this pod Failed before it was"
         " removed, it waits out the node-agent's prepare timeout (--data-mover-prepare-timeout, 30 min by default)"

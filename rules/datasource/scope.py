@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rules.context import PodTarget
+from rules.kube.owners import controller_reference
 from rules.policy import Policy
 from rules.quoting import clip
 
@@ -69,15 +70,13 @@ def cdi_trust_problem(policy: Policy, target: PodTarget, requester: str | None) 
         for volume in target.spec.get("volumes") or ()
         if isinstance(volume, Mapping)
     }
-    owned = any(
-        isinstance(owner, Mapping)
-        and owner.get("controller") is True
-        and owner.get("kind") == "PersistentVolumeClaim"
-        and owner.get("apiVersion") == "v1"
-        and owner.get("name") in claims
-        for owner in target.metadata.get("ownerReferences") or ()
-    )
-    if not owned:
+    owner = controller_reference(target.metadata)
+    if (
+        owner is None
+        or owner.get("kind") != "PersistentVolumeClaim"
+        or owner.get("apiVersion") != "v1"
+        or owner.get("name") not in claims
+    ):
         return NOT_OWNED
     if requester is not None and requester not in policy.cdi_requesters:
         return f"requester {clip(requester)} is not one of the policy's cdi.requesters"

@@ -22,12 +22,15 @@ from rules.auditevents import (
     jobs_by_uid,
     owner_of,
 )
-from rules.causes import StuckCause
+from rules.causes import StuckCause, duration, ended_seconds
 from rules.model import Json
 from rules.policy import default_policy
 from testkit.fakeapi.patches import invalid_object
 from tests.rules.test_causes import TABLE as CAUSES_TABLE
 from tests.rules.test_causes import audited
+from tests.rules.test_ended_causes import NOW as FAILED_NOW
+from tests.rules.test_ended_causes import TABLE as FAILED_TABLE
+from tests.rules.test_ended_causes import audited as ended_audited
 from tests.support import validate_strict, view_from
 from webhook.state.index import trim
 
@@ -225,3 +228,17 @@ def test_the_in_server_audit_trusts_a_cdi_worker_cdi_created() -> None:
         report = audited(case, indexed=indexed)
         assert report.cause is not None and report.cause.code == "VMPlacementConflict"
         assert not [f for f in report.findings if f.family == "roleTrust"], indexed
+
+
+def test_an_ended_pod_is_told_once_and_how_long_ago() -> None:
+    """A pod that ended Failed: the note says how long ago (the failedPod finding), and the Event is recorded once
+    (`once`), where a stuck pod's is a series."""
+    (case,) = [c for c in FAILED_TABLE["cases"] if c["name"].startswith("mover evicted by kubectl drain")]
+    ended = ended_audited(case, indexed=True)
+    ago = ended_seconds(case["ended"], FAILED_NOW)
+    assert ago is not None
+    (event,) = audit_events(ended, trim(case["ended"]), {}, view_from(), POLICY)
+    assert event.once and event.reason == "EvictedByAPI"
+    assert event.note.startswith(f"ended Failed {duration(ago)} ago: evicted through the Eviction API"), event.note
+    stuck = report("mover", "shop", "m", cause=CAUSE)
+    assert [e.once for e in audit_events(stuck, pod("shop", "m"), {}, view_from(), POLICY)] == [False]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +24,11 @@ from tests.rules.test_causes import NOW, TABLE
 from tests.state.conftest import NAMESPACE
 from tests.state.test_lease import LEASE, api_client
 from tests.support import validate_strict
+from webhook.audit import loop as loop_module
 from webhook.audit.events import FAILURES_PER_RUN, NAMESPACE_LIMIT, RUN_LIMIT, EventWriter
 from webhook.audit.lease import LeaseElector
 from webhook.audit.loop import AuditLoop
+from webhook.audit.reports import ReportWriter
 from webhook.audit.workloads import trim_workload
 from webhook.policy.file import load_policy_file
 from webhook.runtime import Runtime
@@ -267,9 +271,12 @@ def test_a_tenant_of_500_stuck_pods_gets_ten_writes_and_the_others_theirs(
     assert writes_by_namespace(fake_api) == {"tenant": NAMESPACE_LIMIT, "shop": 2, "velero": 2, "vms": 2}
     assert left_out("namespace") - before == 500 - NAMESPACE_LIMIT
     assert len(stored_events(fake_api)) == 6 + NAMESPACE_LIMIT
-    loop.run_once()  # the next run updates the ten series it holds and creates none of the others
+    loop.run_once()  # the next run takes the tenant's next ten, and updates the series of the other namespaces
     assert writes_by_namespace(fake_api)["tenant"] == 2 * NAMESPACE_LIMIT
-    assert fake_api.count("POST", "Event") == 6 + NAMESPACE_LIMIT
+    assert fake_api.count("POST", "Event") == 6 + 2 * NAMESPACE_LIMIT
+    assert all(
+        e["series"]["count"] == 2 for e in stored_events(fake_api).values() if e["regarding"]["namespace"] != "tenant"
+    )
 
 
 def test_a_run_writes_at_most_its_bound_shared_round_robin(fake_api: FakeKubeAPI, tmp_path: Path) -> None:
@@ -349,3 +356,44 @@ def test_refused_writes_are_counted_logged_once_and_never_fail_the_audit(
     assert counter("storage_affinity_events_failed_total") - failed == 2 * FAILURES_PER_RUN
     lines = [r.getMessage() for r in caplog.records if r.name == "webhook.audit.events"]
     assert len(lines) == 1 and "403 Forbidden" in lines[0]  # at most one line a minute
+
+
+def test_one_pass_over_the_objects_feeds_the_reports_and_the_events(
+    fake_api: FakeKubeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The objects a run holds are walked once, by the audit itself; one pass over the reports, each beside its
+    object, gathers what the policy reports and the Events need, and neither writer walks the objects again. Counted
+    where every pass goes through: the audit's time slices (webhook/audit/loop.py `_yielding`)."""
+    objects, jobs = stuck_cluster()
+    rt = runtime(tmp_path, [*objects, *tenant_pods("tenant", 40)])
+    loop, lease = replica(fake_api, tmp_path, rt, jobs, "a")
+    fake_api.served_groups |= {"openreports.io"}
+    loop.reports = ReportWriter(api_client(fake_api, tmp_path, "reports"), "openreports", lease.remaining)
+    walked: Counter[str] = Counter()
+    sliced = loop_module._yielding
+
+    def counted(items: Iterable[Any], slices: Any = None) -> Iterator[Any]:
+        for item in sliced(items, slices):
+            walked[type(item).__name__] += 1  # dict: an object; tuple: a report beside its object; ObjectAudit
+            yield item
+
+    monkeypatch.setattr(loop_module, "_yielding", counted)
+    assert lease.try_once()
+    loop.run_once()
+    view: Any = rt.view
+    held = len(view.objects("Pod")) + len(view.objects("ConfigMap")) + len(jobs)
+    assert walked["dict"] == held > 40  # the audit's own pass
+    assert walked["tuple"] == held  # the one pass over the reports
+    assert walked["ObjectAudit"] == len(reported(fake_api))  # the report writer's: those with findings only
+    assert len(stored_events(fake_api)) == 6 + NAMESPACE_LIMIT and loop.last_write is not None
+    assert loop.last_write.created == len(fake_api.objects("Report")) > 0
+
+
+def reported(fake: FakeKubeAPI) -> set[tuple[str, str, str]]:
+    """The objects the stored policy reports name: those with findings."""
+    return {
+        (resource["kind"], resource["namespace"], resource["name"])
+        for report in fake.objects("Report")
+        for result in report["results"]
+        for resource in result["resources"]
+    }

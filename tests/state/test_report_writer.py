@@ -22,9 +22,9 @@ from tests.rules.test_reports import MULTI_ATTACH, audited
 from tests.state.conftest import NAMESPACE, eventually, report_writes
 from tests.state.test_lease import TIMING, api_client
 from tests.webhook.test_auditloop import CLUSTER, runtime
-from webhook.audit.lease import LeaseElector
+from webhook.audit.lease import LeaseElector, NotLeader
 from webhook.audit.loop import AuditLoop
-from webhook.audit.reports import LIST_PAGE, NotLeader, ReportWriter
+from webhook.audit.reports import LIST_PAGE, ReportWriter
 
 FOREVER = lambda: math.inf  # noqa: E731 - a replica alone: no lease to ask
 

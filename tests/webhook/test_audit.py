@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from testkit.fakeapi import FakeKubeAPI, running_fake_api
 from testkit.sourceobjects import data_volume
 from tests.rules.test_vm_audit import cluster as vm_disk_cluster
 from tests.support import DATA, EXAMPLES, load_yaml
-from webhook.audit.command import objects_from_api
+from webhook.audit.command import api_configuration, objects_from_api
 from webhook.cli.main import main
 
 CLUSTER = [str(EXAMPLES / "cluster.yaml"), str(DATA / "audit" / "findings.yaml")]
@@ -329,7 +330,7 @@ def test_the_live_audit_lists_snapshots_and_their_contents(capsys: pytest.Captur
             api.create(copy.deepcopy(obj))
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         code, out, err = audit(capsys, "--kubeconfig", str(kubeconfig), "-n", "shop", "-o", "json")
-        _, index = objects_from_api(kubeconfig, "shop", lambda _: None)
+        _, index = objects_from_api(api_configuration(kubeconfig), "shop", lambda _: None)
     assert code == 1, err
     (stuck,) = [o for o in json.loads(out)["objects"] if o["name"] == case["stuck"]["metadata"]["name"]]
     assert stuck["cause"]["code"] == case["cause"]
@@ -352,7 +353,7 @@ def test_the_live_audit_of_one_namespace_reads_the_grants_of_another(
             api.create(copy.deepcopy(obj))
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         _, granted, err = audit(capsys, "--kubeconfig", str(kubeconfig), "-o", "json")
-        _, index = objects_from_api(kubeconfig, "tenant-a", lambda _: None)
+        _, index = objects_from_api(api_configuration(kubeconfig), "tenant-a", lambda _: None)
         api.delete("ReferenceGrant", "hr", "payroll-for-tenant-a")
         _, revoked, _ = audit(capsys, "--kubeconfig", str(kubeconfig), "-n", "tenant-a", "-o", "json")
     assert [g["metadata"]["name"] for g in index.reference_grants("hr")] == ["payroll-for-tenant-a"]
@@ -485,3 +486,31 @@ def test_the_live_audit_without_the_webhook_namespace_says_what_to_give(
         listed = api.count("GET", "Pod")
     assert (code, out, listed) == (2, "", 0)  # said before anything is listed
     assert "give --policy-namespace" in err and "or --policy FILE" in err, err
+
+
+#: An exec credential plugin (client.authentication.k8s.io/v1), as a cloud's `get-token` is: it notes each run.
+CREDENTIAL_PLUGIN = """
+import json, sys
+with open(sys.argv[1], "a") as runs:
+    runs.write("run\\n")
+print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": {"token": "fake-token"}}))
+"""
+
+
+def test_the_live_audit_runs_an_exec_credential_plugin_once(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The policy read and the lists share one loading of the kubeconfig: a credential plugin that asks a cloud
+    for a token (and may prompt, or be rate-limited) runs once per audit, not once per step."""
+    plugin, runs = tmp_path / "get_token.py", tmp_path / "runs"
+    plugin.write_text(CREDENTIAL_PLUGIN)
+    with running_fake_api() as api:
+        _live_cluster(api)
+        kubeconfig = json.loads(api.write_kubeconfig(tmp_path / "kubeconfig").read_text())
+        plugin_run = {"command": sys.executable, "args": [str(plugin), str(runs)], "interactiveMode": "Never"}
+        kubeconfig["users"][0]["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", **plugin_run}}
+        (tmp_path / "kubeconfig").write_text(json.dumps(kubeconfig))
+        code, out, err = audit(capsys, "--kubeconfig", str(tmp_path / "kubeconfig"), "-o", "json")
+        listed = api.count("GET", "Pod")
+    assert code == 1 and listed >= 1, err
+    assert json.loads(out)["summary"]["policy"].startswith("embedded default (no ConfigMap storage-affinity-system/")
+    assert runs.read_text().splitlines() == ["run"]

@@ -106,20 +106,27 @@ def objects_from_files(paths: Iterable[Path]) -> tuple[list[Json], ClusterIndex]
     return list(latest.values()), state
 
 
-def policy_from_api(
-    kubeconfig: Path | None, namespace: str, name: str, *, timeout: float = PAGE_TIMEOUT
-) -> tuple[Policy, str]:
-    """The policy the server in `namespace` uses (webhook/policy/cluster.py), so that the live audit judges as
-    the server does: a cluster's `trust.namespaces` or load affinity read from the embedded default instead would
-    give false findings."""
-    from webhook.policy.cluster import ClusterPolicyUnreadable, cluster_policy
+def api_configuration(kubeconfig: Path | None) -> Any:
+    """The API's settings (a `kubernetes.client.Configuration`), loaded once for the live audit: its policy read and
+    its lists share them, so an exec credential plugin (a cloud's `get-token`) runs once, not once per step."""
     from webhook.state.apisource import ApiConfigError, load_configuration
-    from webhook.state.ondemand import OnDemandView
 
     try:
         configuration, _ = load_configuration(kubeconfig)
     except ApiConfigError as exc:
         raise AuditSourceError(str(exc)) from None
+    return configuration
+
+
+def policy_from_api(
+    configuration: Any, namespace: str, name: str, *, timeout: float = PAGE_TIMEOUT
+) -> tuple[Policy, str]:
+    """The policy the server in `namespace` uses (webhook/policy/cluster.py), so that the live audit judges as
+    the server does: a cluster's `trust.namespaces` or load affinity read from the embedded default instead would
+    give false findings. `configuration`: `api_configuration`'s."""
+    from webhook.policy.cluster import ClusterPolicyUnreadable, cluster_policy
+    from webhook.state.ondemand import OnDemandView
+
     view = OnDemandView(configuration, timeout=timeout)
     try:
         return cluster_policy(view, namespace, name)
@@ -130,7 +137,7 @@ def policy_from_api(
 
 
 def objects_from_api(
-    kubeconfig: Path | None,
+    configuration: Any,
     namespace: str | None,
     progress: Callable[[str], None],
     *,
@@ -140,17 +147,13 @@ def objects_from_api(
     """Every object the rules read, listed page by page from the API; the audited pods and ConfigMaps are kept
     whole, the workloads trimmed to what their audit reads; the kinds read in Velero's namespace alone, there
     (`velero_namespace`, as the policy names it; "": not listed). Each page must come whole within `timeout`
-    seconds and the bytes and pages of webhook/state/bounded.py, or the audit ends naming the list."""
+    seconds and the bytes and pages of webhook/state/bounded.py, or the audit ends naming the list.
+    `configuration`: `api_configuration`'s (its retries are set for the lists)."""
     from kubernetes import client  # the client only where the API is used: `audit --cluster` works without it
 
-    from webhook.state.apisource import ApiConfigError, load_configuration
     from webhook.state.bounded import RequestLimits, RequestRefused
     from webhook.state.watch import list_pages
 
-    try:
-        configuration, _ = load_configuration(kubeconfig)
-    except ApiConfigError as exc:
-        raise AuditSourceError(str(exc)) from None
     configuration.retries = 2
     api = client.ApiClient(configuration)
     calls: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {

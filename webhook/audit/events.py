@@ -3,10 +3,11 @@
 A series, not a flood, as client-go's events broadcaster keeps one (k8s.io/client-go/tools/events): the first
 time an object has a cause, an Event is created; each later run that finds the same cause patches the Event's
 `series` (count and lastObservedTime) and nothing else. A cause that clears is forgotten, so its Event gets no more
-updates; another cause is another Event. The Event's name follows from the object and the cause
-(`AuditEvent.name`), so a replica that takes the Lease over, or a restarted one, finds the series already there (a
-create answers 409): it adopts the Event if this controller wrote it about that object and cause (a JSON Patch whose
-`test` operations check it, and whose answer gives the count), and leaves any other alone.
+updates; another cause is another Event. The Event of a pod that ended (`AuditEvent.once`) is created once and never
+patched: its cause cannot change. The Event's name follows from the object and the cause (`AuditEvent.name`), so a
+replica that takes the Lease over, or a restarted one, finds the series already there (a create answers 409): it
+adopts the Event if this controller wrote it about that object and cause (a JSON Patch whose `test` operations
+check it, and whose answer gives the count), and leaves any other alone.
 
 Every update is a JSON Patch that tests the Event's UID first: an Event deleted and re-created by someone else
 under the name is never changed. An Event that expired (kube-apiserver's `--event-ttl`, an hour by default) answers
@@ -14,19 +15,22 @@ under the name is never changed. An Event that expired (kube-apiserver's `--even
 
 Bounded: at most RUN_LIMIT writes per run and NAMESPACE_LIMIT per namespace, taken round-robin across namespaces
 (one write per namespace per round), so a tenant with 500 stuck pods gets ten writes and never another namespace's
-share; what is left out is counted in `storage_affinity_events_left_out_total`. Each request is bounded by what
-the Lease leaves and REQUEST_TIMEOUT; a run stops after FAILURES_PER_RUN failed writes (an API that is down costs a
-few timeouts, not a hundred). Failures are counted and logged at most once a minute; they never fail the audit.
+share. The bounds rotate (`rotation`): within a namespace the Events tried least recently go first, and each run's
+rounds start at the namespace after the one the last run wrote to last, so over consecutive runs every Event gets
+its turn, whatever the namespace's name or the number of namespaces. What is left out is counted in
+`storage_affinity_events_left_out_total`. Each request is bounded by what the Lease leaves and REQUEST_TIMEOUT; a
+run stops after FAILURES_PER_RUN failed writes (an API that is down costs a few timeouts, not a hundred). Failures
+are counted and logged at most once a minute; they never fail the audit.
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import logging
-import os
-import socket
 import time
-from collections import defaultdict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -35,11 +39,12 @@ from kubernetes import client
 from kubernetes.client import ApiException
 
 from rules.audit import ObjectAudit
-from rules.auditevents import AuditEvent, audit_events, job_key
+from rules.auditevents import AuditEvent, audit_events
 from rules.cluster import ClusterView
 from rules.model import Json
 from rules.policy import Policy
 from webhook import metrics
+from webhook.audit.lease import NotLeader, instance, micro_time, write_time
 from webhook.logs import Throttle
 from webhook.state.apierrors import describe
 
@@ -50,10 +55,6 @@ NAMESPACE_LIMIT = 10
 REQUEST_TIMEOUT = 5.0
 FAILURES_PER_RUN = 3
 JSON_PATCH = "application/json-patch+json"
-
-
-class NotLeader(Exception):
-    """The lease ran out (or was never held): this replica must not write."""
 
 
 class _LeftOut(Exception):
@@ -69,18 +70,10 @@ _UPDATED, _GONE, _FOREIGN = "updated", "gone", "foreign"
 ADOPTED_WHEN = ("reportingController", "reason", "regarding", "type")
 
 
-def instance() -> str:
-    """This replica as Events name it (`reportingInstance`): the pod name (the chart's POD_NAME), else the host."""
-    return os.environ.get("POD_NAME") or socket.gethostname()
-
-
-def micro_time(at: datetime) -> str:
-    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 @dataclass
 class _Series:
-    """An Event this writer created or adopted: where it is, its UID, and the count it last wrote."""
+    """An Event this writer created or adopted: where it is, its UID, and the count it last wrote. An Event recorded
+    once (`AuditEvent.once`) that a create found already there has no UID: it is never patched."""
 
     namespace: str
     name: str
@@ -96,6 +89,11 @@ class EventCounts:
     left_out_namespace: int = 0
     failed: int = 0
     foreign: int = 0  # an Event at the name this writer did not write: left alone
+    recorded: int = 0  # an ended pod's Event, recorded already: not written again
+
+
+#: Whose turn it is: an Event's key → the run in which it last got a write (0: never).
+Turns = Mapping[tuple[str, str], int]
 
 
 class EventWriter:
@@ -108,61 +106,63 @@ class EventWriter:
         reporting_instance: str | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        run_limit: int = RUN_LIMIT,
+        namespace_limit: int = NAMESPACE_LIMIT,
     ) -> None:
         self.events = client.EventsV1Api(api)
         self.may_write = may_write
         self.instance = reporting_instance or instance()
         self.clock = clock
+        self.run_limit, self.namespace_limit = run_limit, namespace_limit
         self._series: dict[tuple[str, str], _Series] = {}
+        self._turns: dict[tuple[str, str], int] = {}  # Turns, of the Events wanted on the last run
+        self._run = 0
+        self._after = ""  # the namespace of this writer's last write: the next run's rounds start after it
         self._writes: defaultdict[str, int] = defaultdict(int)  # this run's writes by namespace
+        self._spent = 0  # this run's writes
         self._failures = Throttle(clock=clock)  # a line a minute about failed writes, counting the others
 
     def forget(self) -> None:
-        """Forget the series (the lease was lost: another replica may have written since; the names find them)."""
+        """Forget the series (the lease was lost: another replica may have written since; the names find them).
+        Whose turn it is stays: it says nothing about what the API holds."""
         self._series = {}
 
     def record(
         self,
-        reports: Iterable[ObjectAudit],
-        held: Iterable[Mapping[str, Any]],
+        causes: Iterable[tuple[ObjectAudit, Mapping[str, Any]]],
+        jobs: Mapping[tuple[str, str], Mapping[str, Any]],
         view: ClusterView,
         policy: Policy,
         *,
         now: datetime | None = None,
         between: Callable[[], None] = lambda: None,
     ) -> EventCounts:
-        """Record the Events the run's reports call for. `held` is every object the run audited (pods, listed
-        Jobs), read once for the few reports with a cause; both are iterated in the audit's time slices, and
-        `between` is called between the pods whose Events are built."""
-        stuck = {(r.namespace, r.name): r for r in reports if r.kind == "Pod" and (r.cause or r.multi_attach)}
+        """Record the Events the run's causes call for: each audited pod with a cause or a Multi-Attach finding,
+        with the pod, and the run's listed Jobs by (namespace, UID), as the audit's one pass over its reports
+        gathers them (webhook/audit/loop.py). `between` is called between the pods whose Events are built."""
         wanted: list[AuditEvent] = []
-        if stuck:
-            pods: dict[tuple[str, str], Mapping[str, Any]] = {}
-            jobs: dict[tuple[str, str], Mapping[str, Any]] = {}
-            for obj in held:
-                if obj.get("kind") == "Pod":
-                    metadata = obj.get("metadata") or {}
-                    key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
-                    if key in stuck:
-                        pods[key] = obj
-                elif (job := job_key(obj)) is not None:
-                    jobs[job] = obj
-            for key, report in stuck.items():
-                wanted += audit_events(report, pods.get(key) or {}, jobs, view, policy)
-                between()
+        for report, pod in causes:
+            wanted += audit_events(report, pod, jobs, view, policy)
+            between()
         return self.write(wanted, now or datetime.now(UTC))
 
     def write(self, wanted: Iterable[AuditEvent], now: datetime) -> EventCounts:
-        """Create or update each wanted Event within the bounds; forget the series of causes that cleared."""
+        """Create or update each wanted Event within the bounds, whose turn it is first (`rotation`); forget the
+        series of causes that cleared."""
         counts = EventCounts()
         unique = {event.key: event for event in wanted}
         at = micro_time(now)
-        self._writes = defaultdict(int)
+        self._run += 1
+        self._writes, self._spent = defaultdict(int), 0
+        due = [event for event in unique.values() if not (event.once and event.key in self._series)]
+        counts.recorded = len(unique) - len(due)
+        order, counts.left_out_namespace = rotation(due, self._turns, self._after, self.namespace_limit)
         try:
-            for event in _round_robin(unique.values()):
+            for event in order:
                 if counts.failed >= FAILURES_PER_RUN:
                     counts.left_out_run += 1  # the API fails: the rest wait for the next run
                     continue
+                spent = self._spent
                 try:
                     self._one(event, at, counts)
                 except _LeftOut as out:
@@ -175,11 +175,15 @@ class EventWriter:
                 except Exception as exc:
                     counts.failed += 1
                     self._failed(event, exc)
+                finally:
+                    if self._spent > spent:
+                        self._turns[event.key] = self._run
         except NotLeader:
             log.info("events: the lease ran out during the run; the holder records them")
             self.forget()
             return counts
         finally:
+            self._turns = {key: run for key, run in self._turns.items() if key in unique}
             _publish(counts)
         self._series = {key: series for key, series in self._series.items() if key in unique}
         return counts
@@ -203,6 +207,10 @@ class EventWriter:
         except ApiException as exc:
             if exc.status != 409:
                 raise
+            if event.once:  # there already: recorded (by this writer or its predecessor), or someone else's
+                self._series[event.key] = _Series(event.namespace, event.name, "", 0)
+                counts.recorded += 1
+                return
             self._adopt(event, at, counts)
             return
         counts.created += 1
@@ -253,20 +261,15 @@ class EventWriter:
 
     def _spend(self, namespace: str) -> float:
         """Count one write against the run's bounds (_LeftOut past them); the seconds it may take."""
-        if sum(self._writes.values()) >= RUN_LIMIT:
+        if self._spent >= self.run_limit:
             raise _LeftOut("run")
-        if self._writes[namespace] >= NAMESPACE_LIMIT:
+        if self._writes[namespace] >= self.namespace_limit:
             raise _LeftOut("namespace")
-        timeout = self._guard()
+        timeout = write_time(self.may_write, REQUEST_TIMEOUT, "Event")
         self._writes[namespace] += 1
+        self._spent += 1
+        self._after = namespace
         return timeout
-
-    def _guard(self) -> float:
-        """The seconds the next request may take; NotLeader when the lease leaves none."""
-        left = self.may_write()
-        if left <= 0:
-            raise NotLeader("the lease is not held: no Event is written")
-        return min(left, REQUEST_TIMEOUT)
 
     def _failed(self, event: AuditEvent, exc: BaseException) -> None:
         """Log a failed write, at most once a minute (the others are counted in the next line)."""
@@ -284,19 +287,26 @@ class EventWriter:
         )
 
 
-def _round_robin(events: Iterable[AuditEvent]) -> Iterator[AuditEvent]:
-    """The events one namespace at a time per round, namespaces in order: the bounds then cut every namespace's
-    share alike, and a namespace of many stuck pods takes no other's."""
-    queues: dict[str, deque[AuditEvent]] = defaultdict(deque)
+def rotation(events: Iterable[AuditEvent], turns: Turns, after: str, share: int) -> tuple[list[AuditEvent], int]:
+    """The order in which to try `events` this run, and how many are past their namespace's `share`.
+
+    In each namespace, the `share` Events tried least recently (never first, then by key); one namespace per round,
+    the rounds in namespace order starting after `after`, the namespace last written to. So a namespace of many
+    Events sees each of them within as many runs as its share takes to cover them, and when the run's bound cuts a
+    round, the next run goes on where it stopped instead of at the first namespace again. Each try costs at least one
+    write, so a namespace never gets more than its share tried: those past it are left out untried."""
+    queues: dict[str, list[AuditEvent]] = defaultdict(list)
     for event in events:
         queues[event.namespace].append(event)
-    order = sorted(queues)
-    while order:
-        for namespace in list(order):
-            queue = queues[namespace]
-            yield queue.popleft()
-            if not queue:
-                order.remove(namespace)
+    past = 0
+    chosen: dict[str, list[AuditEvent]] = {}
+    for namespace, queue in queues.items():
+        past += max(0, len(queue) - share)
+        chosen[namespace] = heapq.nsmallest(share, queue, key=lambda e: (turns.get(e.key, 0), e.key))
+    names = sorted(chosen)
+    start = bisect.bisect_right(names, after)
+    rounds = [chosen[namespace] for namespace in names[start:] + names[:start]]
+    return [queue[turn] for turn in range(share) for queue in rounds if turn < len(queue)], past
 
 
 def _uid(event: Any) -> str:

@@ -40,14 +40,33 @@ log = logging.getLogger(__name__)
 GROUP, VERSION, PLURAL = "coordination.k8s.io", "v1", "leases"
 
 
+class NotLeader(Exception):
+    """The lease ran out (or was never held): this replica must not write."""
+
+
+def write_time(may_write: Callable[[], float], limit: float, what: str) -> float:
+    """The seconds the next write may take: what the lease leaves (`may_write`, a LeaseElector's `remaining`), at
+    most `limit`. NotLeader when it leaves none; `what` names what is then not written."""
+    left = may_write()
+    if left <= 0:
+        raise NotLeader(f"the lease is not held: no {what} is written")
+    return min(left, limit)
+
+
+def instance() -> str:
+    """This replica: the pod name (the chart's POD_NAME), else the host. An Event's `reportingInstance`."""
+    return os.environ.get("POD_NAME") or socket.gethostname()
+
+
 def identity() -> str:
-    """This process among all replicas: the pod name (the chart's POD_NAME, else the hostname) and a per-process
-    suffix, as client-go's leader election names a holder."""
-    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:10]}"
+    """This process among all replicas: the replica and a per-process suffix, as client-go's leader election
+    names a holder."""
+    return f"{instance()}_{uuid.uuid4().hex[:10]}"
 
 
-def _micro_time() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def micro_time(at: datetime | None = None) -> str:
+    """A MicroTime (a Lease's renewTime, an Event's eventTime): `at`, else now, in UTC to the microsecond."""
+    return (at or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaseElector:
@@ -131,7 +150,7 @@ class LeaseElector:
         return found
 
     def _write(self, sent: float, lease: dict[str, Any] | None, timeout: float) -> bool:
-        now = _micro_time()
+        now = micro_time()
         spec: dict[str, Any] = dict((lease or {}).get("spec") or {})
         taking = spec.get("holderIdentity") != self.holder
         # Whole seconds (int32 in the API), rounded up: others must never wait less than this holder writes.
@@ -178,7 +197,7 @@ class LeaseElector:
             spec = lease.get("spec") or {}
             if spec.get("holderIdentity") != self.holder:
                 return
-            now = _micro_time()
+            now = micro_time()
             lease["spec"] = {**spec, "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now}
             self.objects.replace_namespaced_custom_object(
                 GROUP, VERSION, self.namespace, PLURAL, self.name, lease, _request_timeout=self.timing.retry_period

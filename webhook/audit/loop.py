@@ -30,11 +30,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
+from itertools import chain
 from pathlib import Path
 from typing import IO, Protocol, TypeVar, cast
 
 from rules import budget
-from rules.audit import ObjectAudit, audit_objects, finding_families
+from rules.audit import AuditFinding, ObjectAudit, audit_objects, finding_families
+from rules.auditevents import job_key
 from rules.causes import CODES, ENDED_CODES
 from rules.cluster import LookupFailed
 from rules.loadaffinity.mutation import source_settings
@@ -42,8 +44,8 @@ from rules.loadaffinity.nodeagents import entry_nodes
 from rules.model import Json
 from webhook import metrics
 from webhook.audit.events import EventWriter
-from webhook.audit.lease import LeaseElector
-from webhook.audit.reports import NotLeader, ReportWriter, WriteCounts
+from webhook.audit.lease import LeaseElector, NotLeader
+from webhook.audit.reports import ReportWriter, WriteCounts
 from webhook.runtime import Runtime
 from webhook.state.apierrors import describe
 
@@ -139,11 +141,12 @@ class AuditLoop:
         view = cast(Indexed, runtime.view)
         held = [*view.objects("Pod"), *view.objects("ConfigMap"), *self._listed_workloads()]
         now = datetime.now(UTC)
-        known: list[ObjectAudit] = []
-        fresh = self._unrefused(held, known) if self._refused else held
+        known: list[tuple[Json, ObjectAudit]] = []
+        fresh: list[Json] = []
+        audited = self._unrefused(held, known, fresh) if self._refused else held
         slices = _Slices()
         reports = audit_objects(
-            _yielding(fresh, slices),
+            _yielding(audited, slices),
             runtime.view,
             runtime.policy,
             runtime.namespace,
@@ -151,16 +154,14 @@ class AuditLoop:
             ordered=False,
             between=slices.pause,
         )
-        self._remember_refusals(held, reports, known)
-        reports += known
-        counts: Counter[tuple[str, str]] = Counter()
-        stuck: Counter[str] = Counter()
-        for report in _yielding(reports):  # every pass over every object or report is in time slices
-            if report.findings:
-                namespace = report.namespace if self.by_namespace else ""
-                counts.update((f.family, namespace) for f in report.findings)
-            if report.cause is not None:
-                stuck[report.cause.code] += 1
+        # Every object held is of an audited kind, so the reports are the objects', one each and in their order:
+        # the one pass over them reads each object beside its report, and no writer walks the objects again.
+        gathered = _Gathered(self.by_namespace, uids=self.reports is not None, events=self.events is not None)
+        objects = fresh if self._refused else held
+        for report, obj in _yielding(chain(zip(reports, objects, strict=True), ((r, o) for o, r in known))):
+            gathered.add(report, obj)
+        self._remember_refusals(gathered.refused, known)
+        counts, stuck = gathered.counts, gathered.stuck
         for code in CODES:  # every code, so that a cause that went away reads 0
             metrics.AUDIT_STUCK.labels(code).set(stuck[code])
         for code in ENDED_CODES:
@@ -172,25 +173,25 @@ class AuditLoop:
         self._publish_entry_nodes()
         metrics.AUDIT_LAST_RUN.set(time.time())
         if self.reports is not None:
-            self._write_reports(self.reports, reports, held)
+            self._write_reports(self.reports, gathered)
         if self.events is not None:
-            self._record_events(self.events, reports, held)
-        audited = len(reports)
+            self._record_events(self.events, gathered)
+        total = len(reports) + len(known)
         _release(reports)
         log.info(
             "audit: %d objects, %d findings, %d storage pods stuck, in %.1f s",
-            audited,
+            total,
             sum(counts.values()),
             sum(stuck[code] for code in CODES),  # the line bench/audit.py reads; ended pods are in the metrics
             time.monotonic() - started,
         )
         return dict(counts)
 
-    def _unrefused(self, held: list[Json], known: list[ObjectAudit]) -> Iterator[Json]:
-        """The objects to audit; the reports of objects refused by the budget or the deadline on an earlier run and
-        unchanged since go to `known`. Unchanged: the very object the index held then (by identity: the objects are
-        held here, so an id found is that object's), or for a workload, listed anew each run, the same
-        resourceVersion. A generator, so that the audit's time slices cover it."""
+    def _unrefused(self, held: list[Json], known: list[tuple[Json, ObjectAudit]], fresh: list[Json]) -> Iterator[Json]:
+        """The objects to audit, also kept in `fresh`; the objects refused by the budget or the deadline on an
+        earlier run and unchanged since go to `known` with their reports. Unchanged: the very object the index held
+        then (by identity: the objects are held here, so an id found is that object's), or for a workload, listed
+        anew each run, the same resourceVersion. A generator, so that the audit's time slices cover it."""
         refused = {id(obj): report for obj, report in self._refused.values()}
         versions = {(key, v): report for key, (obj, report) in self._refused.items() if (v := _version(obj))}
         for obj in held:
@@ -198,30 +199,28 @@ class AuditLoop:
             if report is None and versions and (version := _version(obj)):
                 report = versions.get((_identity(obj), version))
             if report is None:
+                fresh.append(obj)
                 yield obj
             else:
-                known.append(report)
+                known.append((obj, report))
 
-    def _remember_refusals(self, held: list[Json], reports: list[ObjectAudit], known: list[ObjectAudit]) -> None:
+    def _remember_refusals(
+        self,
+        new: dict[tuple[str, str, str], tuple[Json, ObjectAudit, AuditFinding]],
+        known: list[tuple[Json, ObjectAudit]],
+    ) -> None:
         """Remember each object the budget or the deadline refused on this run (logged once), and forget those gone
-        or changed. The reports are read in time slices, and the objects only when one is refused."""
-        kept = {(r.kind, r.namespace, r.name) for r in known}
-        refused = {key: value for key, value in self._refused.items() if key in kept}
-        over_budget = {}
-        for report in _yielding(reports):
-            if report.findings and (over := next((f for f in report.findings if f.family == budget.FAMILY), None)):
-                over_budget[(report.kind, report.namespace, report.name)] = (report, over)
-        if over_budget:
-            by_key = {key: obj for obj in held if (key := _identity(obj)) in over_budget}
-            for key, (report, over) in over_budget.items():
-                if key not in by_key or key in kept:
-                    continue
-                refused[key] = (by_key[key], report)
-                log.warning(
-                    "%s %s/%s is past the review budget (%s): reported, not audited again until it changes",
-                    *key,
-                    f"{over.field}: {over.message}" if over.field else over.message,
-                )
+        or changed: what `known` does not hold again."""
+        refused = {_identity(obj): (obj, report) for obj, report in known}
+        for key, (obj, report, over) in new.items():
+            if key in refused:
+                continue
+            refused[key] = (obj, report)
+            log.warning(
+                "%s %s/%s is past the review budget (%s): reported, not audited again until it changes",
+                *key,
+                f"{over.field}: {over.message}" if over.field else over.message,
+            )
         self._refused = refused
 
     def _listed_workloads(self) -> list[Json]:
@@ -234,25 +233,20 @@ class AuditLoop:
             log.warning("audit: workloads not listed, audited without them: %s", describe(exc))
             return []
 
-    def _write_reports(self, writer: ReportWriter, reports: list[ObjectAudit], held: list[Json]) -> None:
+    def _write_reports(self, writer: ReportWriter, gathered: _Gathered) -> None:
         """The reports, if this replica holds the lease; a failure waits for the next run."""
         self.last_write = None
         if self.lease is not None and not self.lease.holds():
             writer.forget()  # another replica may write meanwhile: which reports are this one's is unknown now
             return
-        uids = {
-            (str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name") or "")): str(meta["uid"])
-            for obj in _yielding(held)  # every object the index holds: in time slices, as the audit is
-            if (meta := obj.get("metadata") or {}).get("uid")
-        }
         try:
-            self.last_write = writer.write(_yielding(reports), uids)
+            self.last_write = writer.write(_yielding(gathered.with_findings), gathered.uids)
         except NotLeader:
             log.info("policy reports: the lease ran out during the run; the holder writes them")
         except Exception as exc:
             log.warning("policy reports not written: %s", describe(exc))
 
-    def _record_events(self, writer: EventWriter, reports: list[ObjectAudit], held: list[Json]) -> None:
+    def _record_events(self, writer: EventWriter, gathered: _Gathered) -> None:
         """The Events, if this replica holds the lease, after the audit's own work; a failure is the writer's to
         log and never ends the run."""
         if self.lease is None or not self.lease.holds():
@@ -260,8 +254,7 @@ class AuditLoop:
             return
         try:
             slices = _Slices()
-            writer.record(_yielding(reports, slices), _yielding(held, slices), self.runtime.view, self.runtime.policy,
-                          between=slices.pause)  # fmt: skip
+            writer.record(gathered.causes, gathered.jobs, self.runtime.view, self.runtime.policy, between=slices.pause)
         except Exception as exc:
             log.warning("events not recorded: %s", describe(exc))
 
@@ -279,6 +272,41 @@ class AuditLoop:
             series[(str(entry.index), storage_class, "ready")] = entry.with_agent
             series[(str(entry.index), storage_class, "missing")] = entry.without
         metrics.LOAD_AFFINITY_NODES.publish(series)  # an entry that is gone is no series, not a zero
+
+
+class _Gathered:
+    """What the one pass over a run's reports, each beside its object, gathers: the finding and cause counts the
+    metrics publish, the objects refused by the budget, the reports with findings and their objects' UIDs (what the
+    policy reports hold), and for the Events the pods with a cause or a Multi-Attach finding and the listed Jobs
+    (webhook/audit/events.py `record`)."""
+
+    def __init__(self, by_namespace: bool, *, uids: bool, events: bool) -> None:
+        self.by_namespace, self.want_uids, self.want_events = by_namespace, uids, events
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.stuck: Counter[str] = Counter()
+        self.refused: dict[tuple[str, str, str], tuple[Json, ObjectAudit, AuditFinding]] = {}
+        self.with_findings: list[ObjectAudit] = []
+        self.uids: dict[tuple[str, str, str], str] = {}
+        self.causes: list[tuple[ObjectAudit, Json]] = []
+        self.jobs: dict[tuple[str, str], Json] = {}
+
+    def add(self, report: ObjectAudit, obj: Json) -> None:
+        if report.findings:
+            namespace = report.namespace if self.by_namespace else ""
+            self.counts.update((f.family, namespace) for f in report.findings)
+            self.with_findings.append(report)
+            key = (report.kind, report.namespace, report.name)
+            if over := next((f for f in report.findings if f.family == budget.FAMILY), None):
+                self.refused[key] = (obj, report, over)
+            if self.want_uids and (uid := (obj.get("metadata") or {}).get("uid")):
+                self.uids[key] = str(uid)
+        if report.cause is not None:
+            self.stuck[report.cause.code] += 1
+        if self.want_events:
+            if report.kind == "Pod" and (report.cause is not None or report.multi_attach):
+                self.causes.append((report, obj))
+            elif (job := job_key(obj)) is not None:
+                self.jobs[job] = obj
 
 
 class _Slices:

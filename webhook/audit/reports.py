@@ -45,6 +45,7 @@ from rules.reports import (
     same_content,
 )
 from webhook import metrics
+from webhook.audit.lease import NotLeader, write_time
 from webhook.state.apierrors import describe
 from webhook.state.watch import list_pages
 
@@ -58,10 +59,6 @@ LIST_PAGE = 20
 SQUATTERS_LOGGED = 5
 DISCOVERY_TIMEOUT = 5.0
 REQUEST_TIMEOUT = 10.0  # the longest a list page or a write may take, even with the lease held for longer
-
-
-class NotLeader(Exception):
-    """The lease ran out (or was never held): this replica must not write."""
 
 
 @dataclass
@@ -230,10 +227,7 @@ class ReportWriter:
 
     def _guard(self) -> float:
         """The seconds the next request may take; NotLeader when the lease leaves none."""
-        left = self.may_write()
-        if left <= 0:
-            raise NotLeader("the lease is not held: no report is written")
-        return min(left, REQUEST_TIMEOUT)
+        return write_time(self.may_write, REQUEST_TIMEOUT, "report")
 
     def _list(self, kind: ReportKind) -> Iterator[Json]:
         """The reports of this writer's name and label, page by page, each page bounded by what the lease leaves."""

@@ -88,10 +88,12 @@ def run(args: argparse.Namespace) -> int:
                 "the live audit judges by the server's policy: give --policy-namespace (the webhook's namespace, "
                 "where its policy ConfigMap is; $POD_NAMESPACE in its pod) or --policy FILE"
             )
+        # the API's settings are loaded once: an exec credential plugin runs once for the policy read and the lists
+        configuration = audit.api_configuration(args.kubeconfig) if from_cluster else None
         # the policy first: it names Velero's namespace, where the live audit lists DataUploads
         if from_cluster:
             policy, source = audit.policy_from_api(
-                args.kubeconfig, args.policy_namespace, args.policy_configmap, timeout=args.lookup_timeout
+                configuration, args.policy_namespace, args.policy_configmap, timeout=args.lookup_timeout
             )
         else:
             policy, source = load_policy_file(args.policy)
@@ -100,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             progress = audit.progress_to(sys.stderr)
             objects, view = audit.objects_from_api(
-                args.kubeconfig,
+                configuration or audit.api_configuration(args.kubeconfig),
                 args.namespace,
                 progress,
                 timeout=args.lookup_timeout,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rules.kube.owners import controller_reference as controller_of
 from rules.model import Json
 
 #: What of a controller reference is kept: whom a CDI worker's trust and the audit's Events name.
@@ -16,12 +17,9 @@ READ_OWNERS = frozenset({"PersistentVolumeClaim", "Job", "DataUpload", "DataDown
 
 
 def controller_reference(meta: Mapping[str, Any], kinds: frozenset[str] | None = None) -> Json | None:
-    """The object's controller reference (`controller: true`), trimmed, if its kind is one of `kinds` (any when
+    """The object's controller reference (rules/kube/owners.py), trimmed, if its kind is one of `kinds` (any when
     None); None otherwise. What a CDI worker's trust and an audit Event's owner (rules/auditevents.py) read."""
-    owners = meta.get("ownerReferences")
-    for owner in owners if isinstance(owners, list) else ():
-        if isinstance(owner, Mapping) and owner.get("controller") is True:
-            if kinds is not None and owner.get("kind") not in kinds:
-                return None
-            return {k: owner[k] for k in _OWNER_FIELDS if k in owner}
-    return None
+    owner = controller_of(meta)
+    if owner is None or (kinds is not None and owner.get("kind") not in kinds):
+        return None
+    return {k: owner[k] for k in _OWNER_FIELDS if k in owner}
