@@ -37,7 +37,8 @@ from rules.causes import (
 from rules.checks.trust import FAMILY as ROLE_TRUST
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import BadObject, PodTarget
-from rules.coscheduling.anchors import name_of, plan
+from rules.coscheduling.anchors import plan
+from rules.coscheduling.claimpods import claims_read_once, name_of
 from rules.datasource.scope import cdi_trust_problem, filling_worker
 from rules.datasource.vm import vm_disk_problems
 from rules.deadline import PastDeadline
@@ -144,11 +145,12 @@ def audit_objects(
     the worker for the whole sort (30 ms for 20,000 reports) after its last time slice. `between` is called
     between the parts of one object's audit that each run under a deadline, outside them: the in-server audit
     hands the worker back there, so that no stretch without a yield is longer than one deadline."""
-    reports = [
-        audit_object(obj, view, policy, own_namespace, now, between=between)
-        for obj in objects
-        if obj.get("kind") in AUDITED_KINDS
-    ]
+    with claims_read_once():  # a claim N pods share is read once, not once per pod
+        reports = [
+            audit_object(obj, view, policy, own_namespace, now, between=between)
+            for obj in objects
+            if obj.get("kind") in AUDITED_KINDS
+        ]
     return sorted(reports, key=ObjectAudit.sort_key) if ordered else reports
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rules import deadline
 from rules.causes.stuck import Cause, Stuck
-from rules.coscheduling.anchors import age_key, name_of, node_of
+from rules.coscheduling.claimpods import name_of, node_of
 from rules.kube.volumes import OWNED, SINGLE_POD
 
 MULTI_ATTACH = "MultiAttach"
@@ -15,9 +15,7 @@ def _multi_attach(stuck: Stuck) -> str | None:
         return None
     for hold in stuck.holds:
         deadline.check()
-        elsewhere = [h for h in hold.holders if node_of(h) not in (None, stuck.node_name)]
-        if hold.volume.access == OWNED and elsewhere:
-            holder = min(elsewhere, key=age_key)
+        if hold.volume.access == OWNED and (holder := hold.oldest_holder(away_from=stuck.node_name)) is not None:
             return (
                 f"ReadWriteOnce claim {hold.claim} is attached to node {node_of(holder)} for pod {name_of(holder)}, "
                 f"and this pod is on node {stuck.node_name}: a volume attaches to one node at a time (Multi-Attach)"
@@ -28,8 +26,7 @@ def _multi_attach(stuck: Stuck) -> str | None:
 def _read_write_once_pod(stuck: Stuck) -> str | None:
     for hold in stuck.holds:
         deadline.check()
-        if hold.volume.access == SINGLE_POD and hold.holders:
-            holder = min(hold.holders, key=age_key)
+        if hold.volume.access == SINGLE_POD and (holder := hold.oldest_holder()) is not None:
             where = f" on node {node_of(holder)}" if node_of(holder) else ""
             return f"ReadWriteOncePod claim {hold.claim} is in use by pod {name_of(holder)}{where}"
     return None

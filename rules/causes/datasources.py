@@ -8,7 +8,7 @@ import functools
 from rules import deadline
 from rules.annotations import FOLLOWS_VM
 from rules.causes.stuck import Cause, Stuck, unusable
-from rules.coscheduling.anchors import name_of
+from rules.coscheduling.claimpods import name_of
 from rules.datasource.mutation import conflict
 from rules.datasource.scope import cdi_worker
 from rules.datasource.sources import SourcePlace, data_source_ref, source_state

@@ -18,7 +18,7 @@ from typing import Any
 from rules import deadline
 from rules.causes.scheduler import MESSAGE_LIMIT
 from rules.causes.stuck import Cause, Stuck, StuckCause, first_cause
-from rules.coscheduling.anchors import parse_time
+from rules.coscheduling.claimpods import parse_time
 from rules.kube.conditions import condition
 from rules.quoting import clip
 

@@ -12,7 +12,7 @@ from typing import Any
 from rules import deadline
 from rules.cluster import ClusterView, LookupFailed
 from rules.context import PodTarget
-from rules.coscheduling.anchors import Hold, claim_hold, name_of, parse_time
+from rules.coscheduling.claimpods import Hold, claim_hold, name_of, parse_time
 from rules.datasource.exposer import upload_source
 from rules.datasource.scope import cdi_worker
 from rules.datasource.sources import NODE, SourcePlace, source_places

@@ -7,7 +7,7 @@ import functools
 
 from rules import deadline
 from rules.causes.stuck import Cause, Stuck
-from rules.coscheduling.anchors import name_of
+from rules.coscheduling.claimpods import name_of
 from rules.kube.nodeaffinity import volume_terms_match
 from rules.kube.volumes import ClaimVolume
 from rules.quoting import listed

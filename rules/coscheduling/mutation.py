@@ -14,7 +14,8 @@ from typing import Any
 
 from rules.annotations import CO_SCHEDULED_WITH
 from rules.context import Context, PodTarget
-from rules.coscheduling.anchors import Hold, Plan, name_of, phase_of, plan
+from rules.coscheduling.anchors import Plan, plan
+from rules.coscheduling.claimpods import Hold, name_of, phase_of
 from rules.coscheduling.pinning import (
     NODE_NAME,
     NODE_SELECTOR,

@@ -5,7 +5,8 @@ the placement consistency of docs/design.md#6-validation)."""
 from __future__ import annotations
 
 from rules.context import Context, PodTarget
-from rules.coscheduling.anchors import COPY_METHOD_HINT, name_of, plan
+from rules.coscheduling.anchors import COPY_METHOD_HINT, plan
+from rules.coscheduling.claimpods import name_of
 from rules.kube.workloads import POD_KINDS
 from rules.model import Severity
 

@@ -22,7 +22,7 @@ from rules.annotations import FOLLOWS_VM
 from rules.budget import check_followed
 from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
-from rules.coscheduling.anchors import name_of
+from rules.coscheduling.claimpods import name_of
 from rules.coscheduling.pinning import current_terms, write_required
 from rules.datasource.scope import cdi_trust_problem, filling_worker, untrusted_cdi_worker
 from rules.datasource.sources import pv_node

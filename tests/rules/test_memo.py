@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from bench.memory import large_pod
 from rules import pipeline
 from rules.checks import placement
-from rules.coscheduling import anchors
+from rules.coscheduling import claimpods
 from rules.kube import tolerations
 from rules.kube.names import label_key_error
 from rules.kube.nodeaffinity import required_terms
@@ -145,7 +145,7 @@ MEMOS: dict[str, Memo[Any]] = {
     "_SETTINGS": mutation._SETTINGS,
     "_SPLITS": nodeagents._SPLITS,
     "_PV_TERMS_KEYS": placement._PV_TERMS_KEYS,
-    "_ROLES": anchors._ROLES,
+    "_ROLES": claimpods._ROLES,
     "_POLICY_KEYS": tolerations._POLICY_KEYS,
 }
 
