@@ -30,7 +30,7 @@ from rules.datasource.exposer import DATA_UPLOAD_LABEL
 from rules.datasource.sources import MANAGED_BY
 from rules.kube.tolerations import toleration_problems
 from rules.model import Json
-from rules.policy import POLICY_KEY, POLICY_LABEL
+from rules.policy import POLICY_KEY, POLICY_LABEL, Policy, default_policy, policy_from_document
 from testkit import sourceobjects
 from testkit.exposerchain import backup_chain, data_upload
 from testkit.sourceobjects import present
@@ -66,6 +66,8 @@ VMS = ("vm-1", "vm-2")
 DRIVERS = ("example.csi", "topolvm.io")
 PRIME_CLAIM = "prime-5d3c2b1a-0f9e-4d8c-b7a6-958473625140"
 CDI_COMPONENTS = ("importer", "cdi-upload-server", "cdi-clone-source")
+#: The provisioner of each class the state may hold: a PV of a class is made by its class's driver.
+PROVISIONERS = {"gp3": DRIVERS[0], "efs": DRIVERS[0], "local-disk": DRIVERS[1]}
 
 
 def _maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -265,8 +267,9 @@ def _disk_annotation_values() -> dict[str, st.SearchStrategy[str]]:
     }
 
 
-def annotation_maps() -> st.SearchStrategy[Json]:
-    """Our own annotations, the csi-baremetal ones, the role-exempting ones, and a foreign one."""
+def annotation_maps(*, at_least: int = 0) -> st.SearchStrategy[Json]:
+    """Our own annotations, the csi-baremetal ones, the role-exempting ones, and a foreign one; none half the time
+    unless `at_least` are asked for."""
     values = {
         **_own_annotation_values(),
         **_disk_annotation_values(),
@@ -274,8 +277,9 @@ def annotation_maps() -> st.SearchStrategy[Json]:
         "kubevirt.io/ephemeral-provisioning": st.sampled_from(("true", "false")),
         "example.com/note": st.just("kept as is"),
     }
-    keys = st.lists(st.sampled_from(sorted(values)), max_size=4, unique=True)
-    return st.just({}) | keys.flatmap(lambda ks: st.fixed_dictionaries({k: values[k] for k in ks}))
+    keys = st.lists(st.sampled_from(sorted(values)), min_size=at_least, max_size=max(4, at_least), unique=True)
+    chosen = keys.flatmap(lambda ks: st.fixed_dictionaries({k: values[k] for k in ks}))
+    return chosen if at_least else st.just({}) | chosen
 
 
 def labels(role_label: tuple[str, str] | None = None) -> st.SearchStrategy[Json]:
@@ -354,6 +358,53 @@ def jobs(draw: st.DrawFn) -> Json:
     }
 
 
+#: Workload kinds other than Job, whose pod templates the template rules check (rules/kube/workloads.py).
+WORKLOAD_KINDS = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1", "ReplicaSet": "apps/v1"}
+
+
+@st.composite
+def workloads(draw: st.DrawFn) -> Json:
+    """A Deployment, StatefulSet (maybe with `volumeClaimTemplates`), DaemonSet, ReplicaSet or CronJob as its
+    author applies it (k8s.io/api apps/v1 and batch/v1 types.go): a selector its template's labels match, a pod
+    template of any role with the restart policy its kind requires."""
+    kind = draw(st.sampled_from((*WORKLOAD_KINDS, "CronJob")))
+    role = draw(st.sampled_from((MOVER, BACKUP, RESTORE, None)))
+    app = {"app": draw(st.sampled_from(("db", "web")))}
+    # A template carries the pods' settings: the project's and csi-baremetal's annotations, whose checks need no
+    # cluster and so run on templates (rules/registry.py TEMPLATE_VALIDATORS).
+    settings = {**_own_annotation_values(), **_disk_annotation_values()}
+    keys = draw(st.lists(st.sampled_from(sorted(settings)), max_size=3, unique=True))
+    annotated = {key: draw(settings[key]) for key in keys}
+    pod_meta = present(labels={**app, **dict([role] if role else [])}, annotations=annotated or None)
+    spec = draw(pod_spec(template=True, with_claim=role is not None))
+    name = draw(st.sampled_from(("db", "web", "backup-agent")))
+    metadata = {"name": name, "namespace": draw(st.sampled_from((NAMESPACE, NAMESPACE, "kube-system")))}
+    if kind == "CronJob":
+        job = {"backoffLimit": 2, "template": {"metadata": pod_meta, "spec": spec}}
+        cron = {"schedule": "0 3 * * *", "concurrencyPolicy": "Forbid", "jobTemplate": {"spec": job}}
+        return {"apiVersion": "batch/v1", "kind": kind, "metadata": metadata, "spec": cron}
+    workload: Json = {"selector": {"matchLabels": app}, "template": {"metadata": pod_meta, "spec": spec}}
+    spec["restartPolicy"] = "Always"
+    if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+        workload["replicas"] = draw(st.integers(0, 3))
+    if kind == "StatefulSet":
+        workload["serviceName"] = name
+        templates = draw(st.lists(st.sampled_from(("data", "wal")), max_size=2, unique=True))
+        workload["volumeClaimTemplates"] = [
+            {
+                "metadata": {"name": t},
+                "spec": present(
+                    accessModes=draw(_access_modes()),
+                    storageClassName=draw(_maybe(st.sampled_from(CLASSES))),
+                    resources={"requests": {"storage": SIZE}},
+                ),
+            }
+            for t in templates
+        ] or None
+        workload = present(**workload)
+    return {"apiVersion": WORKLOAD_KINDS[kind], "kind": kind, "metadata": metadata, "spec": workload}
+
+
 # --- cluster state ------------------------------------------------------------------------------------------
 
 
@@ -377,45 +428,106 @@ def node(draw: st.DrawFn, name: str) -> Json:
         )
     )
     spec = {"taints": taints} if taints else {}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": node_labels}, "spec": spec}
+    ready = draw(st.sampled_from(("True", "True", "True", "False", "Unknown")))
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": node_labels},
+        "spec": spec,
+        "status": {
+            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+            "allocatable": {"cpu": "3800m", "memory": "15Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady", **_SINCE}],
+        },
+    }
+
+
+_SINCE = {"lastHeartbeatTime": "2026-11-20T08:00:00Z", "lastTransitionTime": "2026-11-20T08:00:00Z"}
+#: The size every pooled claim asks for and every bound one got: rules never compare sizes (docs/development.md).
+SIZE = "1Gi"
+
+
+def pvc(
+    name: str,
+    namespace: str = NAMESPACE,
+    *,
+    modes: list[str] | None = None,
+    storage_class: str | None = None,
+    volume: str | None = None,
+    source: tuple[str, Json] | None = None,
+    **metadata: Any,
+) -> Json:
+    """A PersistentVolumeClaim as kube-apiserver stores it (k8s.io/api core/v1 PersistentVolumeClaimSpec): its
+    access modes, requested size and volume mode; Bound to `volume` with the status the PV controller writes
+    (phase, access modes, capacity), else Pending; `source` is `(dataSource or dataSourceRef, the reference)`."""
+    modes = modes or ["ReadWriteOnce"]
+    spec = present(
+        accessModes=modes,
+        resources={"requests": {"storage": SIZE}},
+        storageClassName=storage_class,
+        volumeMode="Filesystem",
+        volumeName=volume,
+    )
+    if source is not None:
+        spec[source[0]] = source[1]
+    status = {"phase": "Bound", "accessModes": modes, "capacity": {"storage": SIZE}} if volume else {"phase": "Pending"}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace, **metadata},
+        "spec": spec,
+        "status": status,
+    }
+
+
+def persistent_volume(name: str, claimed: Json, *, driver: str, node_terms: list[Json] | None = None) -> Json:
+    """The PV a claim is bound to, as the provisioner and the PV controller leave it: its capacity, modes, class,
+    the claimRef naming the claim back (with its uid), the CSI volume and maybe the node affinity of a
+    node-local driver."""
+    meta, spec = claimed["metadata"], claimed["spec"]
+    ref = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": meta["namespace"], "name": meta["name"]}
+    pv_spec = present(
+        accessModes=spec["accessModes"],
+        capacity={"storage": SIZE},
+        claimRef={**ref, "uid": f"uid-{meta['namespace']}-{meta['name']}"},
+        csi={"driver": driver, "volumeHandle": name},
+        persistentVolumeReclaimPolicy="Delete",
+        storageClassName=spec.get("storageClassName"),
+        volumeMode="Filesystem",
+        nodeAffinity={"required": {"nodeSelectorTerms": node_terms}} if node_terms else None,
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "annotations": {"pv.kubernetes.io/provisioned-by": driver}},
+        "spec": pv_spec,
+        "status": {"phase": "Bound"},
+    }
 
 
 @st.composite
-def claim_objects(draw: st.DrawFn, claim: str) -> list[Json]:
+def claim_objects(draw: st.DrawFn, name: str) -> list[Json]:
     """A PVC (maybe bound to a PV with node affinity, maybe carrying a selected node), or nothing."""
     modes = draw(st.sampled_from(([ACCESS_MODES[0]],) * 3 + ([ACCESS_MODES[1]],)) | _access_modes())
     storage_class = draw(_maybe(st.sampled_from(CLASSES)))
     bound = draw(st.booleans())
-    pvc_meta: Json = {"name": claim, "namespace": draw(st.sampled_from((NAMESPACE,) * 4 + ("velero",)))}
+    namespace = draw(st.sampled_from((NAMESPACE,) * 4 + ("velero",)))
+    extra: Json = {}
     if draw(st.booleans()):
-        pvc_meta["annotations"] = {"volume.kubernetes.io/selected-node": draw(st.sampled_from(NODES))}
-    pvc: Json = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": pvc_meta,
-        "spec": present(accessModes=modes, storageClassName=storage_class, resources={"requests": {"storage": "1Gi"}}),
-        "status": {"phase": "Bound", "accessModes": modes} if bound else {"phase": "Pending"},
-    }
+        extra["annotations"] = {"volume.kubernetes.io/selected-node": draw(st.sampled_from(NODES))}
     if not bound:
+        source = None
         if draw(st.booleans()):
-            pvc["spec"][draw(st.sampled_from(("dataSource", "dataSourceRef")))] = draw(data_source_refs())
-        return [pvc]
-    pv_name = f"pv-{claim}"
-    pvc["spec"]["volumeName"] = pv_name
-    pv_spec: Json = {
-        "accessModes": modes,
-        "capacity": {"storage": "1Gi"},
-        "claimRef": {"namespace": pvc_meta["namespace"], "name": claim},
-        "csi": {"driver": draw(st.sampled_from(DRIVERS)), "volumeHandle": pv_name},
-    }
-    if storage_class:
-        pv_spec["storageClassName"] = storage_class
+            source = (draw(st.sampled_from(("dataSource", "dataSourceRef"))), draw(data_source_refs()))
+        return [pvc(name, namespace, modes=modes, storage_class=storage_class, source=source, **extra)]
+    pv_name = f"pv-{name}"
+    bound_claim = pvc(name, namespace, modes=modes, storage_class=storage_class, volume=pv_name, **extra)
+    terms = None
     if draw(st.booleans()):
         term = st.lists(requirement(valid=True), min_size=1, max_size=2).map(lambda e: {"matchExpressions": e})
         terms = draw(st.lists(term, min_size=1, max_size=2))
-        pv_spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": terms}}
-    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv_name}, "spec": pv_spec}
-    return [pvc, pv]
+    driver = PROVISIONERS.get(storage_class or "") or draw(st.sampled_from(DRIVERS))
+    return [bound_claim, persistent_volume(pv_name, bound_claim, driver=driver, node_terms=terms)]
 
 
 @st.composite
@@ -441,15 +553,18 @@ def anchor_pod(draw: st.DrawFn) -> Json:
 
 
 def storage_class(name: str) -> st.SearchStrategy[Json]:
+    """A StorageClass as stored: kube-apiserver defaults `volumeBindingMode` (Immediate) and `reclaimPolicy`."""
     return st.builds(
-        lambda mode: present(
-            apiVersion="storage.k8s.io/v1",
-            kind="StorageClass",
-            metadata={"name": name},
-            provisioner="example.csi",
-            volumeBindingMode=mode,
-        ),
-        _maybe(st.sampled_from(("WaitForFirstConsumer", "Immediate"))),
+        lambda mode, provisioner: {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": name},
+            "provisioner": provisioner,
+            "reclaimPolicy": "Delete",
+            "volumeBindingMode": mode,
+        },
+        st.sampled_from(("WaitForFirstConsumer", "Immediate")),
+        st.just(PROVISIONERS.get(name, DRIVERS[0])),
     )
 
 
@@ -529,6 +644,21 @@ def cluster_states(draw: st.DrawFn) -> list[Json]:
     return objects
 
 
+@st.composite
+def pod_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
+    """A cluster state and a pod of any role that, three times in four, mounts a claim the state holds, from the
+    claim's namespace: the pods the storage rules act on mount claims that exist."""
+    state = draw(cluster_states())
+    pod = draw(any_pods())
+    claims = [o["metadata"] for o in state if o["kind"] == "PersistentVolumeClaim"]
+    if claims and draw(st.sampled_from((True, True, True, False))):
+        held = draw(st.sampled_from(claims))
+        pod["metadata"]["namespace"] = held["namespace"]
+        volumes = [v for v in pod["spec"].get("volumes", ()) if v["name"] != "held"]
+        pod["spec"]["volumes"] = [{"name": "held", "persistentVolumeClaim": {"claimName": held["name"]}}, *volumes]
+    return state, pod
+
+
 def data_source_refs() -> st.SearchStrategy[Json]:
     """A claim's `dataSource`/`dataSourceRef`: a snapshot or a claim of the pools (one that may not exist), or a
     kind the rules leave alone (CDI's VolumeImportSource)."""
@@ -578,15 +708,28 @@ def snapshot_objects(draw: st.DrawFn, name: str) -> list[Json]:
     claim = draw(st.sampled_from((*CLAIMS, "gone-claim")))
     ready = draw(st.sampled_from((True, True, False, None)))
     bound = draw(st.sampled_from((content_name, content_name, None)))
-    snapshot = sourceobjects.volume_snapshot(name, NAMESPACE, claim, content=bound, ready=ready)
+    snapshot = _snapshot(name, claim, content=bound, ready=ready)
     if not draw(st.booleans()):
         return [snapshot]
     driver, handle = draw(st.sampled_from(DRIVERS)), f"pv-{draw(st.sampled_from(CLAIMS))}"
-    back = {"name": name, "namespace": NAMESPACE}
-    content = sourceobjects.snapshot_content(
-        content_name, driver=driver, handle=handle, snapshot=back, status={"readyToUse": True}
-    )
-    return [snapshot, content]
+    return [snapshot, _snapshot_content(content_name, name, driver=driver, handle=handle)]
+
+
+def _snapshot(name: str, source: str, *, content: str | None, ready: bool | None = True) -> Json:
+    """A VolumeSnapshot of the claim `source`; a ready one has its restore size and creation time, as
+    external-snapshotter's controller sets them with `readyToUse`."""
+    snapshot = sourceobjects.volume_snapshot(name, NAMESPACE, source, content=content, ready=ready)
+    if ready:
+        snapshot["status"] |= {"restoreSize": SIZE, "creationTime": TIMESTAMPS[0]}
+    return snapshot
+
+
+def _snapshot_content(name: str, snapshot: str, *, driver: str, handle: str) -> Json:
+    """The content of a dynamically provisioned snapshot: the CSI driver's snapshot handle and size (bytes, as
+    VolumeSnapshotContentStatus has them), and the snapshot it names back with its uid."""
+    back = {"name": snapshot, "namespace": NAMESPACE, "uid": f"uid-{snapshot}"}
+    status = {"readyToUse": True, "restoreSize": 1 << 30, "snapshotHandle": f"snapshot-{handle}"}
+    return sourceobjects.snapshot_content(name, driver=driver, handle=handle, snapshot=back, status=status)
 
 
 @st.composite
@@ -619,36 +762,29 @@ def virtual_machine(draw: st.DrawFn, name: str) -> Json:
     return sourceobjects.virtual_machine(name, NAMESPACE, spec, disks=templates, run_strategy="Halted")
 
 
-def data_volume(claim: str) -> st.SearchStrategy[Json]:
+#: A DataVolume's `spec.storage` as its author writes it (CDI api/v1beta1 StorageSpec): the size at least.
+DV_STORAGE: Json = {"resources": {"requests": {"storage": SIZE}}}
+
+
+def data_volume(name: str) -> st.SearchStrategy[Json]:
     """CDI's DataVolume of a claim: same name and namespace, its phase and claim in the status."""
     return st.builds(
-        lambda phase: sourceobjects.data_volume(claim, NAMESPACE, source={"blank": {}}, storage={}, phase=phase),
+        lambda phase: sourceobjects.data_volume(name, NAMESPACE, source={"blank": {}}, storage=DV_STORAGE, phase=phase),
         _maybe(st.sampled_from(("WaitForFirstConsumer", "PendingPopulation", "ImportInProgress", "Succeeded"))),
     )
 
 
 def prime_claim(target: str = "data") -> Json:
     """CDI's populator claim of `target` (pkg/controller/populators/populator-base.go createPVCPrime)."""
-    return {
+    owner = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {
-            "name": PRIME_CLAIM,
-            "namespace": NAMESPACE,
-            "labels": {"app": "containerized-data-importer"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "v1",
-                    "kind": "PersistentVolumeClaim",
-                    "name": target,
-                    "uid": PRIME_CLAIM.removeprefix("prime-"),
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-disk"},
-        "status": {"phase": "Pending"},
+        "name": target,
+        "uid": PRIME_CLAIM.removeprefix("prime-"),
+        "controller": True,
     }
+    labels = {"app": "containerized-data-importer"}
+    return pvc(PRIME_CLAIM, storage_class="local-disk", labels=labels, ownerReferences=[owner])
 
 
 @st.composite
@@ -773,6 +909,11 @@ def policy_documents(draw: st.DrawFn) -> Json:
     return {name: draw(fields[name]) for name in chosen}
 
 
+def policies() -> st.SearchStrategy[Policy]:
+    """The policy a fuzzed review runs under: the default one, or a valid variation of it."""
+    return st.just(default_policy()) | policy_documents().map(policy_from_document)
+
+
 #: One defect each: every one must make the policy refused with PolicyError.
 POLICY_DEFECTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("enforcement",), "block"),
@@ -819,6 +960,14 @@ def invalid_policy_documents(draw: st.DrawFn) -> Json:
     return doc
 
 
+def load_affinity_policies() -> st.SearchStrategy[Json]:
+    """A valid policy with load affinity entries: what an operator writes the policy ConfigMap for, and what the
+    policy's checks against the cluster read (its entries, backupPVC and node-agents)."""
+    return st.tuples(policy_documents(), load_affinity_entries(valid=True).filter(bool)).map(
+        lambda de: {**de[0], "loadAffinity": de[1]}
+    )
+
+
 def policy_config_map(doc: Any, *, labelled: bool = True) -> Json:
     return {
         "apiVersion": "v1",
@@ -836,6 +985,7 @@ def config_maps() -> st.SearchStrategy[Json]:
     """ConfigMaps the validating webhook reviews: policy ones (valid, invalid, unparsable) and Velero's."""
     return st.one_of(
         policy_documents().map(policy_config_map),
+        load_affinity_policies().map(policy_config_map),
         invalid_policy_documents().map(policy_config_map),
         st.sampled_from(("{", "- a\n- b", "a: [", "---\n{}\n---\n{}")).map(policy_config_map),
         velero_config_map(),
@@ -895,14 +1045,21 @@ def mover_scenarios(draw: st.DrawFn, *, job: bool = False) -> tuple[list[Json], 
 
 
 @st.composite
-def velero_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json, Json]:
-    """A backup or restore pod, a policy with load affinity entries for its class, and a state around them."""
+def velero_scenarios(draw: st.DrawFn, role: tuple[str, str] | None = None) -> tuple[list[Json], Json, Json]:
+    """A backup or restore pod (`role`: BACKUP or RESTORE, else either), a policy with load affinity entries for its
+    class, and a state around them."""
     state = draw(cluster_states())
-    doc = draw(policy_documents())
-    entries = draw(load_affinity_entries(valid=True).filter(bool))
-    doc["loadAffinity"] = entries
-    pod = draw(pods(draw(st.sampled_from((BACKUP, RESTORE)))))
+    doc = draw(load_affinity_policies())
+    pod = draw(pods(role or draw(st.sampled_from((BACKUP, RESTORE)))))
     pod["metadata"]["namespace"] = draw(st.sampled_from((NAMESPACE, "velero")))
+    # The pod's own load-affinity settings (docs/annotations.md), which replace the policy's for it.
+    settings = {
+        LOAD_AFFINITY: load_affinity_entries(valid=True).filter(bool).map(json.dumps),
+        STORAGE_CLASS: st.sampled_from(CLASSES),
+    }
+    for key, value in settings.items():
+        if draw(st.sampled_from((True, False, False))):
+            pod["metadata"].setdefault("annotations", {})[key] = draw(value)
     return state, doc, pod
 
 
@@ -938,8 +1095,13 @@ LOCAL_DISK_CLASS: Json = {
 }
 
 
+#: How `data_source_scenarios` fills `cache`: restored from a snapshot of `data`, Velero's exposer chain, cloned
+#: from `data`, or VolSync's populator through a ReplicationDestination.
+DATA_SOURCE_KINDS = ("snapshot", "exposer", "clone", "populator")
+
+
 @st.composite
-def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
+def data_source_scenarios(draw: st.DrawFn, kind: str | None = None) -> tuple[list[Json], Json]:
     """A mover, backup or restore pod (or a CDI worker) mounting `cache`, unbound and WaitForFirstConsumer,
     restored from a snapshot of `data` or cloned from it, `data` bound to a node-local PV on one node
     (backube/volsync#1019, kubevirt/containerized-data-importer#3287); the rest of the state still random."""
@@ -949,40 +1111,13 @@ def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
     state.extend(_local_node(draw, n) if n == source_node else draw(node(n)) for n in NODES)
     state.append(copy.deepcopy(LOCAL_DISK_CLASS))
     pinned = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [source_node]}]}
-    state.append(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "data", "namespace": NAMESPACE},
-            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-disk", "volumeName": "pv-data"},
-            "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"]},
-        }
-    )
-    state.append(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": "pv-data"},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "capacity": {"storage": "1Gi"},
-                "claimRef": {"namespace": NAMESPACE, "name": "data"},
-                "csi": {"driver": "topolvm.io", "volumeHandle": "pv-data"},
-                "storageClassName": "local-disk",
-                "nodeAffinity": {"required": {"nodeSelectorTerms": [pinned]}},
-            },
-        }
-    )
-    kind = draw(st.sampled_from(("snapshot", "exposer", "clone", "populator", "snapshot")))
+    source_claim = pvc("data", storage_class="local-disk", volume="pv-data")
+    state.extend((source_claim, persistent_volume("pv-data", source_claim, driver="topolvm.io", node_terms=[pinned])))
+    kind = kind or draw(st.sampled_from(DATA_SOURCE_KINDS))
     field = draw(st.sampled_from(("dataSource", "dataSourceRef")))
     if kind in ("snapshot", "populator"):
-        state.append(sourceobjects.volume_snapshot("snap-1", NAMESPACE, "data", content="content-snap-1"))
-        back = {"name": "snap-1", "namespace": NAMESPACE}
-        state.append(
-            sourceobjects.snapshot_content(
-                "content-snap-1", driver="topolvm.io", handle="pv-data", snapshot=back, status={"readyToUse": True}
-            )
-        )
+        state.append(_snapshot("snap-1", "data", content="content-snap-1"))
+        state.append(_snapshot_content("content-snap-1", "snap-1", driver="topolvm.io", handle="pv-data"))
         ref = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "snap-1"}
     elif kind == "exposer":  # Velero's exposer chain: `cache` is the backup claim of the DataUpload `cache`
         state.extend(draw(_exposer_chain(source_node)))
@@ -996,23 +1131,13 @@ def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
             {"apiGroup": "volsync.backube", "kind": "ReplicationDestination", "name": DESTINATION},
             "dataSourceRef",
         )
-    state.append(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "cache", "namespace": NAMESPACE},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "local-disk",
-                field: ref,
-            },
-            "status": {"phase": "Pending"},
-        }
-    )
+    state.append(pvc("cache", storage_class="local-disk", source=(field, ref)))
     pod = draw(st.one_of(pods(MOVER), pods(BACKUP), pods(RESTORE), cdi_worker_pods()))
     pod["metadata"]["namespace"] = NAMESPACE
     if kind == "exposer" and draw(st.booleans()):
         pod["metadata"].setdefault("labels", {})[DATA_UPLOAD_LABEL] = "cache"
+    if draw(st.sampled_from((False, False, False, True))):  # pinned by its author, maybe away from the source
+        pod["spec"]["nodeSelector"] = {HOSTNAME: draw(st.sampled_from(NODES))}
     volumes = [v for v in pod["spec"].get("volumes", ()) if v["name"] not in ("held", "cdi-data-vol")]
     pod["spec"]["volumes"] = [{"name": "held", "persistentVolumeClaim": {"claimName": "cache"}}, *volumes]
     if draw(st.sampled_from((True, True, False))):
@@ -1045,15 +1170,7 @@ def cdi_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
     state = [o for o in draw(cluster_states()) if o["metadata"].get("name") not in ("data", PRIME_CLAIM, "local-disk")]
     state = [o for o in state if o["kind"] != "VirtualMachine"]
     state.append(copy.deepcopy(LOCAL_DISK_CLASS))
-    state.append(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "data", "namespace": NAMESPACE},
-            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-disk"},
-            "status": {"phase": "Pending"},
-        }
-    )
+    state.append(pvc("data", storage_class="local-disk"))
     state.append(prime_claim())
     vm = draw(virtual_machine("vm-1"))
     vm["spec"]["template"]["spec"]["volumes"].append({"name": "root", "dataVolume": {"name": "data"}})
