@@ -7,9 +7,10 @@ patch applies and stays within the owned fields, the answer is one kube-apiserve
 control character), so a rule that never leaves one in a run is never judged by it, whatever lines of it ran.
 
 The rules are every callable of every table in rules/registry.py, found by looking at the module, so a rule or a
-table added there is counted with no step of its own. Counting wraps each entry of the tables the pipeline reads
-(`registry.MUTATORS` and the lists) for the duration of a `counting()` block; the wrapper adds a comparison of
-a few lengths per rule call and changes nothing the rule sees or returns.
+table added there is counted with no step of its own. Counting replaces each table by one of wrapped entries for
+the duration of a `counting()` block; the wrapper compares a few lengths around each rule call and changes nothing
+the rule sees or returns. The pipeline reads every table as `registry.TABLE` when it runs, which is what lets the
+wrapped ones be seen: a table imported by name elsewhere would be counted 0, and named.
 """
 
 from __future__ import annotations

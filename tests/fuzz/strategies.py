@@ -548,8 +548,21 @@ def anchor_pod(draw: st.DrawFn) -> Json:
     held = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)]
     spec["volumes"] = draw(st.sampled_from((held, held, held, spec.get("volumes") or held)))
     spec["nodeName"] = draw(st.sampled_from((*NODES, *NODES, "")))
-    status = {"phase": draw(st.sampled_from(("Running", "Running", "Running", "Pending", "Succeeded", "Failed")))}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+    phase = draw(st.sampled_from(("Running", "Running", "Running", "Pending", "Succeeded", "Failed")))
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": pod_status(phase, spec)}
+
+
+def pod_status(phase: str, spec: Json) -> Json:
+    """A pod's status as the scheduler and the kubelet write it (k8s.io/api core/v1 PodStatus): PodScheduled once it
+    has a node, Ready while Running, the start time once the kubelet took it."""
+    scheduled = bool(spec.get("nodeName"))
+    conditions = [
+        {"type": "PodScheduled", "status": str(scheduled)}
+        | ({} if scheduled else {"reason": "Unschedulable", "message": "0/3 nodes are available"}),
+        {"type": "Ready", "status": str(phase == "Running")},
+    ]
+    started = {"startTime": TIMESTAMPS[0]} if scheduled and phase != "Pending" else {}
+    return {"phase": phase, "conditions": [{**c, "lastTransitionTime": TIMESTAMPS[0]} for c in conditions], **started}
 
 
 def storage_class(name: str) -> st.SearchStrategy[Json]:
@@ -1025,7 +1038,7 @@ def mover_scenarios(draw: st.DrawFn, *, job: bool = False) -> tuple[list[Json], 
     anchor["metadata"]["name"] = "app-0"
     anchor["spec"]["nodeName"] = node_name
     anchor["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
-    anchor["status"] = {"phase": "Running"}
+    anchor["status"] = pod_status("Running", anchor["spec"])
     anchor["metadata"].pop("deletionTimestamp", None)
     anchor["metadata"]["labels"] = {"app": "db"}
     state.append(anchor)

@@ -104,15 +104,16 @@ def check_create(webhook: Webhook, state: list[Json], obj: Json, probes: list[Js
 
 
 @given(
-    state=s.cluster_states(),
+    scenario=s.pod_scenarios(),
     policy=s.policies(),
-    pod=s.any_pods(),
     probes=_probe_nodes(),
     api_version=st.sampled_from(API_VERSIONS),
 )
 def test_pod_create(
-    webhook: Webhook, *, state: list[Json], policy: Policy, pod: Json, probes: list[Json], api_version: str
+    webhook: Webhook, *, scenario: tuple[list[Json], Json], policy: Policy, probes: list[Json], api_version: str
 ) -> None:
+    """A pod of any role, mostly mounting a claim of the state."""
+    state, pod = scenario
     webhook.use(state, policy)
     check_create(webhook, state, pod, probes, api_version)
 
@@ -191,13 +192,14 @@ def test_velero_create(webhook: Webhook, scenario: tuple[list[Json], Json, Json]
 @given(
     state=s.cluster_states(),
     policy=s.policies(),
-    job=s.jobs(),
+    job=s.jobs() | s.workloads(),
     probes=_probe_nodes(),
     api_version=st.sampled_from(API_VERSIONS),
 )
 def test_job_create(
     webhook: Webhook, *, state: list[Json], policy: Policy, job: Json, probes: list[Json], api_version: str
 ) -> None:
+    """A Job, or another workload whose template only the template rules check: never patched but a Job."""
     webhook.use(state, policy)
     check_create(webhook, state, job, probes, api_version)
 
