@@ -10,6 +10,7 @@ are exactly what it must cope with.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from typing import Any
 
@@ -77,6 +78,7 @@ def _maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 # --- selectors and node affinity ----------------------------------------------------------------------------
 
 
+@functools.cache
 @st.composite
 def requirement(draw: st.DrawFn, *, valid: bool, operators: tuple[str, ...] = VALID_OPERATORS) -> Json:
     """A label selector / node selector requirement; valid ones carry exactly the values their operator needs."""
@@ -95,6 +97,7 @@ def requirement(draw: st.DrawFn, *, valid: bool, operators: tuple[str, ...] = VA
     return present(key=key, operator=operator, values=values)
 
 
+@functools.cache
 @st.composite
 def selector_term(draw: st.DrawFn, *, valid: bool = True) -> Json:
     """A node selector term; sometimes empty (matches no node) or pinned by `metadata.name`."""
@@ -112,6 +115,7 @@ def selector_term(draw: st.DrawFn, *, valid: bool = True) -> Json:
     return present(matchExpressions=expressions or None, matchFields=fields or None)
 
 
+@functools.cache
 def node_affinity() -> st.SearchStrategy[Json]:
     required = st.builds(
         lambda terms: {"nodeSelectorTerms": terms},
@@ -129,6 +133,7 @@ def node_affinity() -> st.SearchStrategy[Json]:
     )
 
 
+@functools.cache
 @st.composite
 def label_selector(draw: st.DrawFn, *, operators: tuple[str, ...], non_empty: bool) -> Json:
     """A valid LabelSelector whose requirements are on distinct keys, so it cannot contradict itself."""
@@ -142,6 +147,7 @@ def label_selector(draw: st.DrawFn, *, operators: tuple[str, ...], non_empty: bo
     return present(matchLabels=match_labels or None, matchExpressions=expressions or None)
 
 
+@functools.cache
 def load_affinity_entries(*, valid: bool = True) -> st.SearchStrategy[list[Json]]:
     entry = st.builds(
         lambda sel, sc: present(nodeSelector=sel, storageClass=sc),
@@ -179,6 +185,7 @@ def load_affinity_entries(*, valid: bool = True) -> st.SearchStrategy[list[Json]
 # --- pods ---------------------------------------------------------------------------------------------------
 
 
+@functools.cache
 def tolerations() -> st.SearchStrategy[list[Json]]:
     toleration = st.builds(
         present,
@@ -188,54 +195,56 @@ def tolerations() -> st.SearchStrategy[list[Json]]:
         effect=_maybe(st.sampled_from(("NoSchedule", "PreferNoSchedule", "NoExecute", "", "Bogus"))),
         tolerationSeconds=_maybe(st.sampled_from((0, 30, -1))),
     )
-    return st.lists(toleration, max_size=3).flatmap(
-        lambda ts: st.sampled_from((ts, ts + ts[:1])) if ts else st.just(ts)  # duplicates too
-    )
+    repeated = st.tuples(st.lists(toleration, max_size=3), st.booleans())
+    return repeated.map(lambda tr: tr[0] + tr[0][:1] if tr[1] else tr[0])  # duplicates too
 
 
+@functools.cache
 def _access_modes() -> st.SearchStrategy[list[str]]:
     return st.lists(st.sampled_from(ACCESS_MODES), min_size=1, max_size=2, unique=True)
 
 
+@functools.cache
 def volumes() -> st.SearchStrategy[list[Json]]:
-    def volume(name: str) -> st.SearchStrategy[Json]:
-        claim_volume = st.builds(
-            lambda claim, ro: {"name": name, "persistentVolumeClaim": present(claimName=claim, readOnly=ro)},
-            st.sampled_from((*CLAIMS, "absent-claim")),
-            _maybe(st.booleans()),
-        )
-        return st.one_of(
-            claim_volume,
-            claim_volume,
-            st.builds(
-                lambda modes, sc: {
-                    "name": name,
-                    "ephemeral": {
-                        "volumeClaimTemplate": {
-                            "spec": present(
-                                accessModes=modes, storageClassName=sc, resources={"requests": {"storage": "1Gi"}}
-                            )
-                        }
-                    },
-                },
-                _access_modes(),
-                _maybe(st.sampled_from(CLASSES)),
-            ),
-            st.just({"name": name, "emptyDir": {}}),
-            st.just({"name": name, "configMap": {"name": "settings"}}),
-            st.just({"name": name, "hostPath": {"path": "/var/lib/x"}}),
-        )
-
-    names = st.lists(st.sampled_from(VOLUME_NAMES), max_size=3, unique=True)
-    return names.flatmap(lambda ns: st.tuples(*(volume(n) for n in ns)).map(list))
-
-
-def _comma_list(items: tuple[str, ...]) -> st.SearchStrategy[str]:
-    return st.lists(st.sampled_from(items), min_size=0, max_size=3).flatmap(
-        lambda xs: st.sampled_from((",".join(xs), ", ".join(xs), ",".join(xs) + ","))
+    """Up to three volumes of distinct names: mostly claims of the pools (or one that is absent), generic ephemeral
+    ones, and kinds the rules pass over."""
+    claim_volume = st.builds(
+        lambda claim, ro: {"persistentVolumeClaim": present(claimName=claim, readOnly=ro)},
+        st.sampled_from((*CLAIMS, "absent-claim")),
+        _maybe(st.booleans()),
+    )
+    ephemeral = st.builds(
+        lambda modes, sc: {
+            "ephemeral": {
+                "volumeClaimTemplate": {
+                    "spec": present(accessModes=modes, storageClassName=sc, resources={"requests": {"storage": SIZE}})
+                }
+            }
+        },
+        _access_modes(),
+        _maybe(st.sampled_from(CLASSES)),
+    )
+    source = st.one_of(  # built, not `just`: each draw its own objects, which a scenario may change
+        claim_volume,
+        claim_volume,
+        ephemeral,
+        st.builds(lambda: {"emptyDir": {}}),
+        st.builds(lambda: {"configMap": {"name": "settings"}}),
+        st.builds(lambda: {"hostPath": {"path": "/var/lib/x"}}),
+    )
+    named = st.tuples(st.sampled_from(VOLUME_NAMES), source)
+    return st.lists(named, max_size=3, unique_by=lambda nv: nv[0]).map(
+        lambda nvs: [{"name": name, **body} for name, body in nvs]
     )
 
 
+@functools.cache
+def _comma_list(items: tuple[str, ...]) -> st.SearchStrategy[str]:
+    joined = st.tuples(st.lists(st.sampled_from(items), min_size=0, max_size=3), st.sampled_from((",", ", ", ",+")))
+    return joined.map(lambda xj: xj[1].rstrip("+").join(xj[0]) + ("," if xj[1] == ",+" else ""))
+
+
+@functools.cache
 def _own_annotation_values() -> dict[str, st.SearchStrategy[str]]:
     return {
         ROLE: st.sampled_from(("none", "mover", "backup", "restore", "Mover", "")),
@@ -255,6 +264,7 @@ def _own_annotation_values() -> dict[str, st.SearchStrategy[str]]:
     }
 
 
+@functools.cache
 def _disk_annotation_values() -> dict[str, st.SearchStrategy[str]]:
     return {
         disk.AFFINITY_TYPES: _comma_list((*disk.AFFINITY_KINDS, "pod-label-required", "bogus")),
@@ -267,42 +277,57 @@ def _disk_annotation_values() -> dict[str, st.SearchStrategy[str]]:
     }
 
 
-def annotation_maps(*, at_least: int = 0) -> st.SearchStrategy[Json]:
-    """Our own annotations, the csi-baremetal ones, the role-exempting ones, and a foreign one; none half the time
-    unless `at_least` are asked for."""
-    values = {
+@functools.cache
+def _annotation_values() -> dict[str, st.SearchStrategy[str]]:
+    return {
         **_own_annotation_values(),
         **_disk_annotation_values(),
         "kubernetes.io/config.mirror": st.just("abc"),
         "kubevirt.io/ephemeral-provisioning": st.sampled_from(("true", "false")),
         "example.com/note": st.just("kept as is"),
     }
-    keys = st.lists(st.sampled_from(sorted(values)), min_size=at_least, max_size=max(4, at_least), unique=True)
-    chosen = keys.flatmap(lambda ks: st.fixed_dictionaries({k: values[k] for k in ks}))
-    return chosen if at_least else st.just({}) | chosen
 
 
+@functools.cache
+@st.composite
+def annotation_maps(draw: st.DrawFn, *, at_least: int = 0) -> Json:
+    """Our own annotations, the csi-baremetal ones, the role-exempting ones, and a foreign one; none half the time
+    unless `at_least` are asked for."""
+    if not at_least and draw(st.booleans()):
+        return {}
+    values = _annotation_values()
+    keys = draw(st.lists(st.sampled_from(sorted(values)), min_size=at_least, max_size=max(4, at_least), unique=True))
+    return {key: draw(values[key]) for key in keys}
+
+
+@functools.cache
 def labels(role_label: tuple[str, str] | None = None) -> st.SearchStrategy[Json]:
     extra = st.dictionaries(st.sampled_from(("app", "team")), st.sampled_from(("db", "movers", "web")), max_size=2)
     chosen = st.just([role_label]) if role_label else st.lists(st.sampled_from(ROLE_LABELS), max_size=1)
     return st.builds(lambda e, r: {**e, **dict(r)}, extra, chosen)
 
 
-@st.composite
-def pod_spec(draw: st.DrawFn, *, template: bool = False, with_claim: bool = False) -> Json:
-    """A pod spec; `with_claim` makes sure it mounts a claim of the pool (what placement rules act on)."""
-    spec: Json = {"containers": [{"name": "main", "image": "registry.example/app:1"}]}
-    spec["restartPolicy"] = "Never" if template else draw(st.sampled_from(("Never", "Always")))
-    optional = {
+@functools.cache
+def _pod_fields() -> dict[str, st.SearchStrategy[Any]]:
+    """The optional fields of a pod spec, each drawn or left out."""
+    return {
         "volumes": volumes(),
         "affinity": st.builds(lambda na: {"nodeAffinity": na} if na else {}, node_affinity()),
         "nodeSelector": st.dictionaries(st.sampled_from(LABEL_KEYS), st.sampled_from(LABEL_VALUES), max_size=2),
         "nodeName": st.sampled_from((*NODES, "")),
         "tolerations": tolerations(),
-        "schedulingGates": st.just([{"name": "example.com/gate"}]),
+        "schedulingGates": st.builds(lambda: [{"name": "example.com/gate"}]),
     }
+
+
+@functools.cache
+@st.composite
+def pod_spec(draw: st.DrawFn, *, template: bool = False, with_claim: bool = False) -> Json:
+    """A pod spec; `with_claim` makes sure it mounts a claim of the pool (what placement rules act on)."""
+    spec: Json = {"containers": [{"name": "main", "image": "registry.example/app:1"}]}
+    spec["restartPolicy"] = "Never" if template else draw(st.sampled_from(("Never", "Always")))
     rare = ("nodeName", "schedulingGates")  # both stop a mover from being placed: drawn less often
-    for name, strategy in optional.items():
+    for name, strategy in _pod_fields().items():
         wanted = st.sampled_from((False, False, False, True)) if name in rare else st.booleans()
         if draw(wanted):
             spec[name] = draw(strategy)
@@ -312,6 +337,7 @@ def pod_spec(draw: st.DrawFn, *, template: bool = False, with_claim: bool = Fals
     return spec
 
 
+@functools.cache
 @st.composite
 def pods(draw: st.DrawFn, role_label: tuple[str, str] | None = None) -> Json:
     """A Pod under review; `role_label` makes it a mover / backup / restore pod by the default selectors."""
@@ -332,6 +358,7 @@ def pods(draw: st.DrawFn, role_label: tuple[str, str] | None = None) -> Json:
 MOVER, BACKUP, RESTORE = ROLE_LABELS[0], ROLE_LABELS[1], ROLE_LABELS[2]
 
 
+@functools.cache
 def any_pods() -> st.SearchStrategy[Json]:
     """Pods of every role, weighted towards the ones the mutating rules act on."""
     return st.one_of(pods(), pods(MOVER), pods(BACKUP), pods(RESTORE), cdi_worker_pods())
@@ -408,6 +435,7 @@ def workloads(draw: st.DrawFn) -> Json:
 # --- cluster state ------------------------------------------------------------------------------------------
 
 
+@functools.cache
 @st.composite
 def node(draw: st.DrawFn, name: str) -> Json:
     hostname = draw(st.sampled_from((name, name.split(".", maxsplit=1)[0] + "-host", None)))
@@ -505,6 +533,7 @@ def persistent_volume(name: str, claimed: Json, *, driver: str, node_terms: list
     }
 
 
+@functools.cache
 @st.composite
 def claim_objects(draw: st.DrawFn, name: str) -> list[Json]:
     """A PVC (maybe bound to a PV with node affinity, maybe carrying a selected node), or nothing."""
@@ -530,6 +559,7 @@ def claim_objects(draw: st.DrawFn, name: str) -> list[Json]:
     return [bound_claim, persistent_volume(pv_name, bound_claim, driver=driver, node_terms=terms)]
 
 
+@functools.cache
 @st.composite
 def anchor_pod(draw: st.DrawFn) -> Json:
     """A pod of the state that may hold the claims a mover needs."""
@@ -565,6 +595,7 @@ def pod_status(phase: str, spec: Json) -> Json:
     return {"phase": phase, "conditions": [{**c, "lastTransitionTime": TIMESTAMPS[0]} for c in conditions], **started}
 
 
+@functools.cache
 def storage_class(name: str) -> st.SearchStrategy[Json]:
     """A StorageClass as stored: kube-apiserver defaults `volumeBindingMode` (Immediate) and `reclaimPolicy`."""
     return st.builds(
@@ -589,6 +620,7 @@ VELERO_TOLERATIONS: tuple[Json, ...] = (
 )
 
 
+@functools.cache
 def velero_config_map() -> st.SearchStrategy[Json]:
     valid = st.builds(
         lambda la, bp, rp, tol, labels, cache: json.dumps(
@@ -634,6 +666,7 @@ def velero_config_map() -> st.SearchStrategy[Json]:
     )
 
 
+@functools.cache
 @st.composite
 def cluster_states(draw: st.DrawFn) -> list[Json]:
     """Nodes, StorageClasses, PVCs/PVs and anchor pods drawn from the shared name pools."""
@@ -672,6 +705,7 @@ def pod_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
     return state, pod
 
 
+@functools.cache
 def data_source_refs() -> st.SearchStrategy[Json]:
     """A claim's `dataSource`/`dataSourceRef`: a snapshot or a claim of the pools (one that may not exist), or a
     kind the rules leave alone (CDI's VolumeImportSource)."""
@@ -691,6 +725,7 @@ def data_source_refs() -> st.SearchStrategy[Json]:
 DESTINATION = "dest-1"
 
 
+@functools.cache
 def replication_destination() -> st.SearchStrategy[Json]:
     """VolSync's ReplicationDestination as its controller leaves it (backube/volsync api/v1alpha1
     replicationdestination_types.go): no sync yet, or `status.latestImage` naming a pooled snapshot, one that is
@@ -713,6 +748,7 @@ def replication_destination() -> st.SearchStrategy[Json]:
     )
 
 
+@functools.cache
 @st.composite
 def snapshot_objects(draw: st.DrawFn, name: str) -> list[Json]:
     """A VolumeSnapshot of a pooled claim (or of one that is gone), ready or not, maybe with its content
@@ -745,6 +781,7 @@ def _snapshot_content(name: str, snapshot: str, *, driver: str, handle: str) -> 
     return sourceobjects.snapshot_content(name, driver=driver, handle=handle, snapshot=back, status=status)
 
 
+@functools.cache
 @st.composite
 def virtual_machine(draw: st.DrawFn, name: str) -> Json:
     """A KubeVirt VM using pooled claims as `dataVolumeTemplates` and `dataVolume` or `persistentVolumeClaim`
@@ -779,6 +816,7 @@ def virtual_machine(draw: st.DrawFn, name: str) -> Json:
 DV_STORAGE: Json = {"resources": {"requests": {"storage": SIZE}}}
 
 
+@functools.cache
 def data_volume(name: str) -> st.SearchStrategy[Json]:
     """CDI's DataVolume of a claim: same name and namespace, its phase and claim in the status."""
     return st.builds(
@@ -800,6 +838,7 @@ def prime_claim(target: str = "data") -> Json:
     return pvc(PRIME_CLAIM, storage_class="local-disk", labels=labels, ownerReferences=[owner])
 
 
+@functools.cache
 @st.composite
 def data_source_objects(draw: st.DrawFn) -> list[Json]:
     """Up to two snapshots, two VMs and two DataVolumes, and maybe the prime claim of `data`."""
@@ -815,6 +854,7 @@ def data_source_objects(draw: st.DrawFn) -> list[Json]:
     return out
 
 
+@functools.cache
 @st.composite
 def node_agent_pods(draw: st.DrawFn) -> list[Json]:
     """Velero's node-agent DaemonSet pods (label role: node-agent, vmware-tanzu/velero pkg/install/daemonset.go) on
@@ -826,6 +866,7 @@ def node_agent_pods(draw: st.DrawFn) -> list[Json]:
 # --- policies -----------------------------------------------------------------------------------------------
 
 
+@functools.cache
 def _selector_lists() -> st.SearchStrategy[list[Json]]:
     role_ops = ("In", "NotIn", "Exists", "DoesNotExist")
     return st.lists(
@@ -849,6 +890,7 @@ def _accepted_by_the_api(toleration: Json) -> Json:
     return toleration
 
 
+@functools.cache
 def _policy_tolerations() -> st.SearchStrategy[list[Json]]:
     return st.lists(
         st.builds(
@@ -922,6 +964,7 @@ def policy_documents(draw: st.DrawFn) -> Json:
     return {name: draw(fields[name]) for name in chosen}
 
 
+@functools.cache
 def policies() -> st.SearchStrategy[Policy]:
     """The policy a fuzzed review runs under: the default one, or a valid variation of it."""
     return st.just(default_policy()) | policy_documents().map(policy_from_document)
@@ -973,6 +1016,7 @@ def invalid_policy_documents(draw: st.DrawFn) -> Json:
     return doc
 
 
+@functools.cache
 def load_affinity_policies() -> st.SearchStrategy[Json]:
     """A valid policy with load affinity entries: what an operator writes the policy ConfigMap for, and what the
     policy's checks against the cluster read (its entries, backupPVC and node-agents)."""
@@ -994,6 +1038,7 @@ def policy_config_map(doc: Any, *, labelled: bool = True) -> Json:
     }
 
 
+@functools.cache
 def config_maps() -> st.SearchStrategy[Json]:
     """ConfigMaps the validating webhook reviews: policy ones (valid, invalid, unparsable) and Velero's."""
     return st.one_of(
@@ -1052,8 +1097,11 @@ def mover_scenarios(draw: st.DrawFn, *, job: bool = False) -> tuple[list[Json], 
         pod["metadata"]["namespace"] = NAMESPACE
     volumes = [v for v in pod["spec"].get("volumes", ()) if v["name"] != "held"]
     pod["spec"]["volumes"] = [{"name": "held", "persistentVolumeClaim": {"claimName": claim}}, *volumes]
-    if draw(st.sampled_from((True, True, False))):
+    pinned = draw(st.sampled_from(("unpinned", "unpinned", "as drawn", "elsewhere")))
+    if pinned == "unpinned":
         pod["spec"].pop("nodeName", None)
+    elif pinned == "elsewhere":  # pinned by its author away from the claim's holder, which co-scheduling refuses
+        pod["spec"]["nodeName"] = draw(st.sampled_from([n for n in NODES if n != node_name]))
     return state, obj
 
 
@@ -1076,6 +1124,7 @@ def velero_scenarios(draw: st.DrawFn, role: tuple[str, str] | None = None) -> tu
     return state, doc, pod
 
 
+@functools.cache
 @st.composite
 def cdi_worker_pods(draw: st.DrawFn) -> Json:
     """A CDI worker as CDI builds it (pkg/controller/import-controller.go, upload-controller.go,

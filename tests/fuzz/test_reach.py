@@ -26,7 +26,7 @@ from tests.support import subject, view_from
 #: Reviews with an outcome each rule needs in the bounded run.
 MINIMUM = 3
 #: Draws of each kind of scenario: the same ones every run.
-DRAWS = 12
+DRAWS = 20
 #: Kinds drawn more often: a workload's template is checked by the template rules alone, which read no cluster, so
 #: it is drawn without one, at a third of the cost.
 MORE = {"workload": 3}
@@ -58,6 +58,7 @@ def scenario_kinds() -> dict[str, st.SearchStrategy[Review]]:
         "job": st.tuples(states, s.policies(), s.jobs()),
         "workload": st.tuples(st.just([]), s.policies(), s.workloads()),
         "policy configmap": st.tuples(states, s.policies(), s.config_maps()),
+        "load affinity policy": st.tuples(states, s.policies(), s.load_affinity_policies().map(s.policy_config_map)),
         "velero configmap": st.tuples(states, velero_source, s.velero_config_map()),
     }
 
