@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 import yaml
-from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from rules.annotations import LOAD_AFFINITY
@@ -85,59 +84,72 @@ def _review(obj: Json, operation: str = "CREATE") -> Json:
     return admission_review(operation, obj, old, uid="seed", userInfo={"username": "fuzzer"})
 
 
-def _velero_pod() -> st.SearchStrategy[tuple[Json, list[Json]]]:
-    """A backup or restore pod and its state (the policy is the example load-affinity one)."""
-    return s.velero_scenarios().map(lambda scenario: (scenario[2], scenario[0]))
+Seed = tuple[str, Json, tuple[Json, ...]]
 
 
-def live_built_seeds() -> st.SearchStrategy[tuple[str, Json, tuple[Json, ...]]]:
-    """Reviews the schema-valid strategies build, with the cluster state they were built for."""
+def _seed(name: str, obj: Json, state: list[Json] | tuple[Json, ...], operation: str = "CREATE") -> Seed:
+    return name, _review(obj, operation), tuple(state)
+
+
+def _scenario_seed(kind: str, scenario: tuple[list[Json], Json]) -> Seed:
+    return _seed(f"data source ({kind})", scenario[1], scenario[0])
+
+
+def _velero_seed(role: str, scenario: tuple[list[Json], Json, Json]) -> Seed:
+    return _seed(role, scenario[2], scenario[0])
+
+
+def built_seed_kinds() -> dict[str, st.SearchStrategy[Seed]]:
+    """What the schema-valid strategies build, by kind of seed: every role, every data-source kind, Jobs and the
+    other workloads, both kinds of ConfigMap. Each comes with the cluster state it was built for."""
+    velero = {
+        role: s.velero_scenarios(label).map(functools.partial(_velero_seed, role))
+        for role, label in (("backup", s.BACKUP), ("restore", s.RESTORE))
+    }
+    sources = {
+        f"data source ({kind})": s.data_source_scenarios(kind).map(functools.partial(_scenario_seed, kind))
+        for kind in s.DATA_SOURCE_KINDS
+    }
     states = s.cluster_states()
-    return st.one_of(
-        s.mover_scenarios().map(lambda sc: ("mover", _review(sc[1]), tuple(sc[0]))),
-        s.mover_scenarios(job=True).map(lambda sc: ("mover job", _review(sc[1]), tuple(sc[0]))),
-        _velero_pod().map(lambda ps: ("backup/restore", _review(ps[0]), tuple(ps[1]))),
-        st.tuples(s.jobs(), states).map(lambda js: ("job", _review(js[0]), tuple(js[1]))),
-        st.tuples(s.config_maps(), st.sampled_from(("CREATE", "UPDATE"))).map(
-            lambda co: ("configmap", _review(co[0], co[1]), cluster_state())
+    return {
+        "pod": s.pod_scenarios().map(lambda sc: _seed("pod", sc[1], sc[0])),
+        "mover": s.mover_scenarios().map(lambda sc: _seed("mover", sc[1], sc[0])),
+        "mover job": s.mover_scenarios(job=True).map(lambda sc: _seed("mover job", sc[1], sc[0])),
+        **velero,
+        **sources,
+        "cdi worker": s.cdi_scenarios().map(lambda sc: _seed("cdi worker", sc[1], sc[0])),
+        "job": st.tuples(s.jobs(), states).map(lambda js: _seed("job", js[0], js[1])),
+        "workload": st.tuples(s.workloads(), states).map(lambda ws: _seed("workload", ws[0], ws[1])),
+        "configmap": st.tuples(s.config_maps(), st.sampled_from(("CREATE", "UPDATE"))).map(
+            lambda co: _seed("configmap", co[0], cluster_state(), co[1])
         ),
-        s.velero_config_map().map(lambda cm: ("velero configmap", _review(cm), cluster_state())),
-        s.data_source_scenarios().map(lambda sc: ("data source", _review(sc[1]), tuple(sc[0]))),
-        s.cdi_scenarios().map(lambda sc: ("cdi worker", _review(sc[1]), tuple(sc[0]))),
-    )
+        "velero configmap": s.velero_config_map().map(lambda cm: _seed("velero configmap", cm, cluster_state())),
+    }
 
 
-#: Built seeds drawn once for the bounded run: a scenario takes about 200 ms to draw, a mutation 10.
-POOL_SIZE = 30
+def live_built_seeds() -> st.SearchStrategy[Seed]:
+    """Reviews the schema-valid strategies build, with the cluster state they were built for."""
+    return st.one_of(*built_seed_kinds().values())
+
+
+#: Built seeds of each kind drawn once for the bounded run (a scenario takes about 200 ms to draw, a mutation 10):
+#: the pool holds every kind of `built_seed_kinds` however many kinds there are.
+POOL_PER_KIND = 2
 
 
 @functools.cache
-def built_pool() -> tuple[tuple[str, Json, tuple[Json, ...]], ...]:
-    """POOL_SIZE built seeds, the same on every run. Call it outside any test that uses @given (hypothesis
-    does not nest): the fixtures of the structural fuzz do."""
-    pool: list[tuple[str, Json, tuple[Json, ...]]] = []
-
-    @settings(
-        max_examples=POOL_SIZE,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(live_built_seeds())
-    def collect(seed: tuple[str, Json, tuple[Json, ...]]) -> None:
-        pool.append(seed)
-
-    collect()
-    return tuple(pool)
+def built_pool() -> tuple[Seed, ...]:
+    """POOL_PER_KIND built seeds of every kind, the same on every run. Call it outside any test that uses @given
+    (hypothesis does not nest): the fixtures of the structural fuzz do."""
+    return tuple(seed for kind in built_seed_kinds().values() for seed in profiles.fixed_draws(kind, POOL_PER_KIND))
 
 
 def built_seeds() -> st.SearchStrategy[tuple[str, Json, tuple[Json, ...]]]:
     """Built seeds: from the fixed pool in the bounded run, freshly drawn in a long one."""
     if not profiles.BOUNDED:
         return live_built_seeds()
-    return st.integers(0, POOL_SIZE - 1).map(lambda i: built_pool()[i % len(built_pool())])
+    size = POOL_PER_KIND * len(built_seed_kinds())  # not len(built_pool()): that would draw it at collection
+    return st.integers(0, size - 1).map(lambda i: built_pool()[i])
 
 
 def seeds() -> st.SearchStrategy[tuple[str, Json, tuple[Json, ...]]]:

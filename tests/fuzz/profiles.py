@@ -6,8 +6,12 @@ Select with `HYPOTHESIS_PROFILE=long`; `HYPOTHESIS_MAX_EXAMPLES` overrides the e
 from __future__ import annotations
 
 import os
+from typing import TypeVar
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+T = TypeVar("T")
 
 # deadline off: the 2-core CI machine's timing is not the property under test. derandomize and no database in
 # `ci`: the same examples on every run, so `make test` is reproducible and no state leaks between machines; what
@@ -37,3 +41,26 @@ settings.load_profile(_profile)
 def examples(bounded: int) -> int:
     """`bounded` examples in the default run; the profile's count when a longer or a given one was asked for."""
     return bounded if BOUNDED else settings().max_examples
+
+
+def fixed_draws(strategy: st.SearchStrategy[T], count: int) -> list[T]:
+    """`count` examples of `strategy`, the same on every run and machine (derandomized, no database, no shrinking).
+    Hypothesis tries the simplest example first (every choice its minimum: no optional field, the first of every
+    list of names), so it is drawn and left out: a pool of two would otherwise be half that one example.
+    Call it outside any test under @given: hypothesis does not nest."""
+    drawn: list[T] = []
+
+    @settings(
+        max_examples=count + 1,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(strategy)
+    def collect(example: T) -> None:
+        drawn.append(example)
+
+    collect()
+    return drawn[1:]

@@ -10,6 +10,7 @@ are exactly what it must cope with.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from typing import Any
 
@@ -30,7 +31,7 @@ from rules.datasource.exposer import DATA_UPLOAD_LABEL
 from rules.datasource.sources import MANAGED_BY
 from rules.kube.tolerations import toleration_problems
 from rules.model import Json
-from rules.policy import POLICY_KEY, POLICY_LABEL
+from rules.policy import POLICY_KEY, POLICY_LABEL, Policy, default_policy, policy_from_document
 from testkit import sourceobjects
 from testkit.exposerchain import backup_chain, data_upload
 from testkit.sourceobjects import present
@@ -66,6 +67,8 @@ VMS = ("vm-1", "vm-2")
 DRIVERS = ("example.csi", "topolvm.io")
 PRIME_CLAIM = "prime-5d3c2b1a-0f9e-4d8c-b7a6-958473625140"
 CDI_COMPONENTS = ("importer", "cdi-upload-server", "cdi-clone-source")
+#: The provisioner of each class the state may hold: a PV of a class is made by its class's driver.
+PROVISIONERS = {"gp3": DRIVERS[0], "efs": DRIVERS[0], "local-disk": DRIVERS[1]}
 
 
 def _maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -75,6 +78,7 @@ def _maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 # --- selectors and node affinity ----------------------------------------------------------------------------
 
 
+@functools.cache
 @st.composite
 def requirement(draw: st.DrawFn, *, valid: bool, operators: tuple[str, ...] = VALID_OPERATORS) -> Json:
     """A label selector / node selector requirement; valid ones carry exactly the values their operator needs."""
@@ -93,6 +97,7 @@ def requirement(draw: st.DrawFn, *, valid: bool, operators: tuple[str, ...] = VA
     return present(key=key, operator=operator, values=values)
 
 
+@functools.cache
 @st.composite
 def selector_term(draw: st.DrawFn, *, valid: bool = True) -> Json:
     """A node selector term; sometimes empty (matches no node) or pinned by `metadata.name`."""
@@ -110,6 +115,7 @@ def selector_term(draw: st.DrawFn, *, valid: bool = True) -> Json:
     return present(matchExpressions=expressions or None, matchFields=fields or None)
 
 
+@functools.cache
 def node_affinity() -> st.SearchStrategy[Json]:
     required = st.builds(
         lambda terms: {"nodeSelectorTerms": terms},
@@ -127,6 +133,7 @@ def node_affinity() -> st.SearchStrategy[Json]:
     )
 
 
+@functools.cache
 @st.composite
 def label_selector(draw: st.DrawFn, *, operators: tuple[str, ...], non_empty: bool) -> Json:
     """A valid LabelSelector whose requirements are on distinct keys, so it cannot contradict itself."""
@@ -140,6 +147,7 @@ def label_selector(draw: st.DrawFn, *, operators: tuple[str, ...], non_empty: bo
     return present(matchLabels=match_labels or None, matchExpressions=expressions or None)
 
 
+@functools.cache
 def load_affinity_entries(*, valid: bool = True) -> st.SearchStrategy[list[Json]]:
     entry = st.builds(
         lambda sel, sc: present(nodeSelector=sel, storageClass=sc),
@@ -177,6 +185,7 @@ def load_affinity_entries(*, valid: bool = True) -> st.SearchStrategy[list[Json]
 # --- pods ---------------------------------------------------------------------------------------------------
 
 
+@functools.cache
 def tolerations() -> st.SearchStrategy[list[Json]]:
     toleration = st.builds(
         present,
@@ -186,54 +195,56 @@ def tolerations() -> st.SearchStrategy[list[Json]]:
         effect=_maybe(st.sampled_from(("NoSchedule", "PreferNoSchedule", "NoExecute", "", "Bogus"))),
         tolerationSeconds=_maybe(st.sampled_from((0, 30, -1))),
     )
-    return st.lists(toleration, max_size=3).flatmap(
-        lambda ts: st.sampled_from((ts, ts + ts[:1])) if ts else st.just(ts)  # duplicates too
-    )
+    repeated = st.tuples(st.lists(toleration, max_size=3), st.booleans())
+    return repeated.map(lambda tr: tr[0] + tr[0][:1] if tr[1] else tr[0])  # duplicates too
 
 
+@functools.cache
 def _access_modes() -> st.SearchStrategy[list[str]]:
     return st.lists(st.sampled_from(ACCESS_MODES), min_size=1, max_size=2, unique=True)
 
 
+@functools.cache
 def volumes() -> st.SearchStrategy[list[Json]]:
-    def volume(name: str) -> st.SearchStrategy[Json]:
-        claim_volume = st.builds(
-            lambda claim, ro: {"name": name, "persistentVolumeClaim": present(claimName=claim, readOnly=ro)},
-            st.sampled_from((*CLAIMS, "absent-claim")),
-            _maybe(st.booleans()),
-        )
-        return st.one_of(
-            claim_volume,
-            claim_volume,
-            st.builds(
-                lambda modes, sc: {
-                    "name": name,
-                    "ephemeral": {
-                        "volumeClaimTemplate": {
-                            "spec": present(
-                                accessModes=modes, storageClassName=sc, resources={"requests": {"storage": "1Gi"}}
-                            )
-                        }
-                    },
-                },
-                _access_modes(),
-                _maybe(st.sampled_from(CLASSES)),
-            ),
-            st.just({"name": name, "emptyDir": {}}),
-            st.just({"name": name, "configMap": {"name": "settings"}}),
-            st.just({"name": name, "hostPath": {"path": "/var/lib/x"}}),
-        )
-
-    names = st.lists(st.sampled_from(VOLUME_NAMES), max_size=3, unique=True)
-    return names.flatmap(lambda ns: st.tuples(*(volume(n) for n in ns)).map(list))
-
-
-def _comma_list(items: tuple[str, ...]) -> st.SearchStrategy[str]:
-    return st.lists(st.sampled_from(items), min_size=0, max_size=3).flatmap(
-        lambda xs: st.sampled_from((",".join(xs), ", ".join(xs), ",".join(xs) + ","))
+    """Up to three volumes of distinct names: mostly claims of the pools (or one that is absent), generic ephemeral
+    ones, and kinds the rules pass over."""
+    claim_volume = st.builds(
+        lambda claim, ro: {"persistentVolumeClaim": present(claimName=claim, readOnly=ro)},
+        st.sampled_from((*CLAIMS, "absent-claim")),
+        _maybe(st.booleans()),
+    )
+    ephemeral = st.builds(
+        lambda modes, sc: {
+            "ephemeral": {
+                "volumeClaimTemplate": {
+                    "spec": present(accessModes=modes, storageClassName=sc, resources={"requests": {"storage": SIZE}})
+                }
+            }
+        },
+        _access_modes(),
+        _maybe(st.sampled_from(CLASSES)),
+    )
+    source = st.one_of(  # built, not `just`: each draw its own objects, which a scenario may change
+        claim_volume,
+        claim_volume,
+        ephemeral,
+        st.builds(lambda: {"emptyDir": {}}),
+        st.builds(lambda: {"configMap": {"name": "settings"}}),
+        st.builds(lambda: {"hostPath": {"path": "/var/lib/x"}}),
+    )
+    named = st.tuples(st.sampled_from(VOLUME_NAMES), source)
+    return st.lists(named, max_size=3, unique_by=lambda nv: nv[0]).map(
+        lambda nvs: [{"name": name, **body} for name, body in nvs]
     )
 
 
+@functools.cache
+def _comma_list(items: tuple[str, ...]) -> st.SearchStrategy[str]:
+    joined = st.tuples(st.lists(st.sampled_from(items), min_size=0, max_size=3), st.sampled_from((",", ", ", ",+")))
+    return joined.map(lambda xj: xj[1].rstrip("+").join(xj[0]) + ("," if xj[1] == ",+" else ""))
+
+
+@functools.cache
 def _own_annotation_values() -> dict[str, st.SearchStrategy[str]]:
     return {
         ROLE: st.sampled_from(("none", "mover", "backup", "restore", "Mover", "")),
@@ -253,6 +264,7 @@ def _own_annotation_values() -> dict[str, st.SearchStrategy[str]]:
     }
 
 
+@functools.cache
 def _disk_annotation_values() -> dict[str, st.SearchStrategy[str]]:
     return {
         disk.AFFINITY_TYPES: _comma_list((*disk.AFFINITY_KINDS, "pod-label-required", "bogus")),
@@ -265,40 +277,57 @@ def _disk_annotation_values() -> dict[str, st.SearchStrategy[str]]:
     }
 
 
-def annotation_maps() -> st.SearchStrategy[Json]:
-    """Our own annotations, the csi-baremetal ones, the role-exempting ones, and a foreign one."""
-    values = {
+@functools.cache
+def _annotation_values() -> dict[str, st.SearchStrategy[str]]:
+    return {
         **_own_annotation_values(),
         **_disk_annotation_values(),
         "kubernetes.io/config.mirror": st.just("abc"),
         "kubevirt.io/ephemeral-provisioning": st.sampled_from(("true", "false")),
         "example.com/note": st.just("kept as is"),
     }
-    keys = st.lists(st.sampled_from(sorted(values)), max_size=4, unique=True)
-    return st.just({}) | keys.flatmap(lambda ks: st.fixed_dictionaries({k: values[k] for k in ks}))
 
 
+@functools.cache
+@st.composite
+def annotation_maps(draw: st.DrawFn, *, at_least: int = 0) -> Json:
+    """Our own annotations, the csi-baremetal ones, the role-exempting ones, and a foreign one; none half the time
+    unless `at_least` are asked for."""
+    if not at_least and draw(st.booleans()):
+        return {}
+    values = _annotation_values()
+    keys = draw(st.lists(st.sampled_from(sorted(values)), min_size=at_least, max_size=max(4, at_least), unique=True))
+    return {key: draw(values[key]) for key in keys}
+
+
+@functools.cache
 def labels(role_label: tuple[str, str] | None = None) -> st.SearchStrategy[Json]:
     extra = st.dictionaries(st.sampled_from(("app", "team")), st.sampled_from(("db", "movers", "web")), max_size=2)
     chosen = st.just([role_label]) if role_label else st.lists(st.sampled_from(ROLE_LABELS), max_size=1)
     return st.builds(lambda e, r: {**e, **dict(r)}, extra, chosen)
 
 
-@st.composite
-def pod_spec(draw: st.DrawFn, *, template: bool = False, with_claim: bool = False) -> Json:
-    """A pod spec; `with_claim` makes sure it mounts a claim of the pool (what placement rules act on)."""
-    spec: Json = {"containers": [{"name": "main", "image": "registry.example/app:1"}]}
-    spec["restartPolicy"] = "Never" if template else draw(st.sampled_from(("Never", "Always")))
-    optional = {
+@functools.cache
+def _pod_fields() -> dict[str, st.SearchStrategy[Any]]:
+    """The optional fields of a pod spec, each drawn or left out."""
+    return {
         "volumes": volumes(),
         "affinity": st.builds(lambda na: {"nodeAffinity": na} if na else {}, node_affinity()),
         "nodeSelector": st.dictionaries(st.sampled_from(LABEL_KEYS), st.sampled_from(LABEL_VALUES), max_size=2),
         "nodeName": st.sampled_from((*NODES, "")),
         "tolerations": tolerations(),
-        "schedulingGates": st.just([{"name": "example.com/gate"}]),
+        "schedulingGates": st.builds(lambda: [{"name": "example.com/gate"}]),
     }
+
+
+@functools.cache
+@st.composite
+def pod_spec(draw: st.DrawFn, *, template: bool = False, with_claim: bool = False) -> Json:
+    """A pod spec; `with_claim` makes sure it mounts a claim of the pool (what placement rules act on)."""
+    spec: Json = {"containers": [{"name": "main", "image": "registry.example/app:1"}]}
+    spec["restartPolicy"] = "Never" if template else draw(st.sampled_from(("Never", "Always")))
     rare = ("nodeName", "schedulingGates")  # both stop a mover from being placed: drawn less often
-    for name, strategy in optional.items():
+    for name, strategy in _pod_fields().items():
         wanted = st.sampled_from((False, False, False, True)) if name in rare else st.booleans()
         if draw(wanted):
             spec[name] = draw(strategy)
@@ -308,6 +337,7 @@ def pod_spec(draw: st.DrawFn, *, template: bool = False, with_claim: bool = Fals
     return spec
 
 
+@functools.cache
 @st.composite
 def pods(draw: st.DrawFn, role_label: tuple[str, str] | None = None) -> Json:
     """A Pod under review; `role_label` makes it a mover / backup / restore pod by the default selectors."""
@@ -328,6 +358,7 @@ def pods(draw: st.DrawFn, role_label: tuple[str, str] | None = None) -> Json:
 MOVER, BACKUP, RESTORE = ROLE_LABELS[0], ROLE_LABELS[1], ROLE_LABELS[2]
 
 
+@functools.cache
 def any_pods() -> st.SearchStrategy[Json]:
     """Pods of every role, weighted towards the ones the mutating rules act on."""
     return st.one_of(pods(), pods(MOVER), pods(BACKUP), pods(RESTORE), cdi_worker_pods())
@@ -354,9 +385,57 @@ def jobs(draw: st.DrawFn) -> Json:
     }
 
 
+#: Workload kinds other than Job, whose pod templates the template rules check (rules/kube/workloads.py).
+WORKLOAD_KINDS = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1", "ReplicaSet": "apps/v1"}
+
+
+@st.composite
+def workloads(draw: st.DrawFn) -> Json:
+    """A Deployment, StatefulSet (maybe with `volumeClaimTemplates`), DaemonSet, ReplicaSet or CronJob as its
+    author applies it (k8s.io/api apps/v1 and batch/v1 types.go): a selector its template's labels match, a pod
+    template of any role with the restart policy its kind requires."""
+    kind = draw(st.sampled_from((*WORKLOAD_KINDS, "CronJob")))
+    role = draw(st.sampled_from((MOVER, BACKUP, RESTORE, None)))
+    app = {"app": draw(st.sampled_from(("db", "web")))}
+    # A template carries the pods' settings: the project's and csi-baremetal's annotations, whose checks need no
+    # cluster and so run on templates (rules/registry.py TEMPLATE_VALIDATORS).
+    settings = {**_own_annotation_values(), **_disk_annotation_values()}
+    keys = draw(st.lists(st.sampled_from(sorted(settings)), max_size=3, unique=True))
+    annotated = {key: draw(settings[key]) for key in keys}
+    pod_meta = present(labels={**app, **dict([role] if role else [])}, annotations=annotated or None)
+    spec = draw(pod_spec(template=True, with_claim=role is not None))
+    name = draw(st.sampled_from(("db", "web", "backup-agent")))
+    metadata = {"name": name, "namespace": draw(st.sampled_from((NAMESPACE, NAMESPACE, "kube-system")))}
+    if kind == "CronJob":
+        job = {"backoffLimit": 2, "template": {"metadata": pod_meta, "spec": spec}}
+        cron = {"schedule": "0 3 * * *", "concurrencyPolicy": "Forbid", "jobTemplate": {"spec": job}}
+        return {"apiVersion": "batch/v1", "kind": kind, "metadata": metadata, "spec": cron}
+    workload: Json = {"selector": {"matchLabels": app}, "template": {"metadata": pod_meta, "spec": spec}}
+    spec["restartPolicy"] = "Always"
+    if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+        workload["replicas"] = draw(st.integers(0, 3))
+    if kind == "StatefulSet":
+        workload["serviceName"] = name
+        templates = draw(st.lists(st.sampled_from(("data", "wal")), max_size=2, unique=True))
+        workload["volumeClaimTemplates"] = [
+            {
+                "metadata": {"name": t},
+                "spec": present(
+                    accessModes=draw(_access_modes()),
+                    storageClassName=draw(_maybe(st.sampled_from(CLASSES))),
+                    resources={"requests": {"storage": SIZE}},
+                ),
+            }
+            for t in templates
+        ] or None
+        workload = present(**workload)
+    return {"apiVersion": WORKLOAD_KINDS[kind], "kind": kind, "metadata": metadata, "spec": workload}
+
+
 # --- cluster state ------------------------------------------------------------------------------------------
 
 
+@functools.cache
 @st.composite
 def node(draw: st.DrawFn, name: str) -> Json:
     hostname = draw(st.sampled_from((name, name.split(".", maxsplit=1)[0] + "-host", None)))
@@ -377,47 +456,110 @@ def node(draw: st.DrawFn, name: str) -> Json:
         )
     )
     spec = {"taints": taints} if taints else {}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": node_labels}, "spec": spec}
+    ready = draw(st.sampled_from(("True", "True", "True", "False", "Unknown")))
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": node_labels},
+        "spec": spec,
+        "status": {
+            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+            "allocatable": {"cpu": "3800m", "memory": "15Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady", **_SINCE}],
+        },
+    }
 
 
+_SINCE = {"lastHeartbeatTime": "2026-11-20T08:00:00Z", "lastTransitionTime": "2026-11-20T08:00:00Z"}
+#: The size every pooled claim asks for and every bound one got: rules never compare sizes (docs/development.md).
+SIZE = "1Gi"
+
+
+def pvc(
+    name: str,
+    namespace: str = NAMESPACE,
+    *,
+    modes: list[str] | None = None,
+    storage_class: str | None = None,
+    volume: str | None = None,
+    source: tuple[str, Json] | None = None,
+    **metadata: Any,
+) -> Json:
+    """A PersistentVolumeClaim as kube-apiserver stores it (k8s.io/api core/v1 PersistentVolumeClaimSpec): its
+    access modes, requested size and volume mode; Bound to `volume` with the status the PV controller writes
+    (phase, access modes, capacity), else Pending; `source` is `(dataSource or dataSourceRef, the reference)`."""
+    modes = modes or ["ReadWriteOnce"]
+    spec = present(
+        accessModes=modes,
+        resources={"requests": {"storage": SIZE}},
+        storageClassName=storage_class,
+        volumeMode="Filesystem",
+        volumeName=volume,
+    )
+    if source is not None:
+        spec[source[0]] = source[1]
+    status = {"phase": "Bound", "accessModes": modes, "capacity": {"storage": SIZE}} if volume else {"phase": "Pending"}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace, **metadata},
+        "spec": spec,
+        "status": status,
+    }
+
+
+def persistent_volume(name: str, claimed: Json, *, driver: str, node_terms: list[Json] | None = None) -> Json:
+    """The PV a claim is bound to, as the provisioner and the PV controller leave it: its capacity, modes, class,
+    the claimRef naming the claim back (with its uid), the CSI volume and maybe the node affinity of a
+    node-local driver."""
+    meta, spec = claimed["metadata"], claimed["spec"]
+    ref = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": meta["namespace"], "name": meta["name"]}
+    pv_spec = present(
+        accessModes=spec["accessModes"],
+        capacity={"storage": SIZE},
+        claimRef={**ref, "uid": f"uid-{meta['namespace']}-{meta['name']}"},
+        csi={"driver": driver, "volumeHandle": name},
+        persistentVolumeReclaimPolicy="Delete",
+        storageClassName=spec.get("storageClassName"),
+        volumeMode="Filesystem",
+        nodeAffinity={"required": {"nodeSelectorTerms": node_terms}} if node_terms else None,
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "annotations": {"pv.kubernetes.io/provisioned-by": driver}},
+        "spec": pv_spec,
+        "status": {"phase": "Bound"},
+    }
+
+
+@functools.cache
 @st.composite
-def claim_objects(draw: st.DrawFn, claim: str) -> list[Json]:
+def claim_objects(draw: st.DrawFn, name: str) -> list[Json]:
     """A PVC (maybe bound to a PV with node affinity, maybe carrying a selected node), or nothing."""
     modes = draw(st.sampled_from(([ACCESS_MODES[0]],) * 3 + ([ACCESS_MODES[1]],)) | _access_modes())
     storage_class = draw(_maybe(st.sampled_from(CLASSES)))
     bound = draw(st.booleans())
-    pvc_meta: Json = {"name": claim, "namespace": draw(st.sampled_from((NAMESPACE,) * 4 + ("velero",)))}
+    namespace = draw(st.sampled_from((NAMESPACE,) * 4 + ("velero",)))
+    extra: Json = {}
     if draw(st.booleans()):
-        pvc_meta["annotations"] = {"volume.kubernetes.io/selected-node": draw(st.sampled_from(NODES))}
-    pvc: Json = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": pvc_meta,
-        "spec": present(accessModes=modes, storageClassName=storage_class, resources={"requests": {"storage": "1Gi"}}),
-        "status": {"phase": "Bound", "accessModes": modes} if bound else {"phase": "Pending"},
-    }
+        extra["annotations"] = {"volume.kubernetes.io/selected-node": draw(st.sampled_from(NODES))}
     if not bound:
+        source = None
         if draw(st.booleans()):
-            pvc["spec"][draw(st.sampled_from(("dataSource", "dataSourceRef")))] = draw(data_source_refs())
-        return [pvc]
-    pv_name = f"pv-{claim}"
-    pvc["spec"]["volumeName"] = pv_name
-    pv_spec: Json = {
-        "accessModes": modes,
-        "capacity": {"storage": "1Gi"},
-        "claimRef": {"namespace": pvc_meta["namespace"], "name": claim},
-        "csi": {"driver": draw(st.sampled_from(DRIVERS)), "volumeHandle": pv_name},
-    }
-    if storage_class:
-        pv_spec["storageClassName"] = storage_class
+            source = (draw(st.sampled_from(("dataSource", "dataSourceRef"))), draw(data_source_refs()))
+        return [pvc(name, namespace, modes=modes, storage_class=storage_class, source=source, **extra)]
+    pv_name = f"pv-{name}"
+    bound_claim = pvc(name, namespace, modes=modes, storage_class=storage_class, volume=pv_name, **extra)
+    terms = None
     if draw(st.booleans()):
         term = st.lists(requirement(valid=True), min_size=1, max_size=2).map(lambda e: {"matchExpressions": e})
         terms = draw(st.lists(term, min_size=1, max_size=2))
-        pv_spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": terms}}
-    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv_name}, "spec": pv_spec}
-    return [pvc, pv]
+    driver = PROVISIONERS.get(storage_class or "") or draw(st.sampled_from(DRIVERS))
+    return [bound_claim, persistent_volume(pv_name, bound_claim, driver=driver, node_terms=terms)]
 
 
+@functools.cache
 @st.composite
 def anchor_pod(draw: st.DrawFn) -> Json:
     """A pod of the state that may hold the claims a mover needs."""
@@ -436,20 +578,37 @@ def anchor_pod(draw: st.DrawFn) -> Json:
     held = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)]
     spec["volumes"] = draw(st.sampled_from((held, held, held, spec.get("volumes") or held)))
     spec["nodeName"] = draw(st.sampled_from((*NODES, *NODES, "")))
-    status = {"phase": draw(st.sampled_from(("Running", "Running", "Running", "Pending", "Succeeded", "Failed")))}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+    phase = draw(st.sampled_from(("Running", "Running", "Running", "Pending", "Succeeded", "Failed")))
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": pod_status(phase, spec)}
 
 
+def pod_status(phase: str, spec: Json) -> Json:
+    """A pod's status as the scheduler and the kubelet write it (k8s.io/api core/v1 PodStatus): PodScheduled once it
+    has a node, Ready while Running, the start time once the kubelet took it."""
+    scheduled = bool(spec.get("nodeName"))
+    conditions = [
+        {"type": "PodScheduled", "status": str(scheduled)}
+        | ({} if scheduled else {"reason": "Unschedulable", "message": "0/3 nodes are available"}),
+        {"type": "Ready", "status": str(phase == "Running")},
+    ]
+    started = {"startTime": TIMESTAMPS[0]} if scheduled and phase != "Pending" else {}
+    return {"phase": phase, "conditions": [{**c, "lastTransitionTime": TIMESTAMPS[0]} for c in conditions], **started}
+
+
+@functools.cache
 def storage_class(name: str) -> st.SearchStrategy[Json]:
+    """A StorageClass as stored: kube-apiserver defaults `volumeBindingMode` (Immediate) and `reclaimPolicy`."""
     return st.builds(
-        lambda mode: present(
-            apiVersion="storage.k8s.io/v1",
-            kind="StorageClass",
-            metadata={"name": name},
-            provisioner="example.csi",
-            volumeBindingMode=mode,
-        ),
-        _maybe(st.sampled_from(("WaitForFirstConsumer", "Immediate"))),
+        lambda mode, provisioner: {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": name},
+            "provisioner": provisioner,
+            "reclaimPolicy": "Delete",
+            "volumeBindingMode": mode,
+        },
+        st.sampled_from(("WaitForFirstConsumer", "Immediate")),
+        st.just(PROVISIONERS.get(name, DRIVERS[0])),
     )
 
 
@@ -461,6 +620,7 @@ VELERO_TOLERATIONS: tuple[Json, ...] = (
 )
 
 
+@functools.cache
 def velero_config_map() -> st.SearchStrategy[Json]:
     valid = st.builds(
         lambda la, bp, rp, tol, labels, cache: json.dumps(
@@ -506,6 +666,7 @@ def velero_config_map() -> st.SearchStrategy[Json]:
     )
 
 
+@functools.cache
 @st.composite
 def cluster_states(draw: st.DrawFn) -> list[Json]:
     """Nodes, StorageClasses, PVCs/PVs and anchor pods drawn from the shared name pools."""
@@ -529,6 +690,22 @@ def cluster_states(draw: st.DrawFn) -> list[Json]:
     return objects
 
 
+@st.composite
+def pod_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
+    """A cluster state and a pod of any role that, three times in four, mounts a claim the state holds, from the
+    claim's namespace: the pods the storage rules act on mount claims that exist."""
+    state = draw(cluster_states())
+    pod = draw(any_pods())
+    claims = [o["metadata"] for o in state if o["kind"] == "PersistentVolumeClaim"]
+    if claims and draw(st.sampled_from((True, True, True, False))):
+        held = draw(st.sampled_from(claims))
+        pod["metadata"]["namespace"] = held["namespace"]
+        volumes = [v for v in pod["spec"].get("volumes", ()) if v["name"] != "held"]
+        pod["spec"]["volumes"] = [{"name": "held", "persistentVolumeClaim": {"claimName": held["name"]}}, *volumes]
+    return state, pod
+
+
+@functools.cache
 def data_source_refs() -> st.SearchStrategy[Json]:
     """A claim's `dataSource`/`dataSourceRef`: a snapshot or a claim of the pools (one that may not exist), or a
     kind the rules leave alone (CDI's VolumeImportSource)."""
@@ -548,6 +725,7 @@ def data_source_refs() -> st.SearchStrategy[Json]:
 DESTINATION = "dest-1"
 
 
+@functools.cache
 def replication_destination() -> st.SearchStrategy[Json]:
     """VolSync's ReplicationDestination as its controller leaves it (backube/volsync api/v1alpha1
     replicationdestination_types.go): no sync yet, or `status.latestImage` naming a pooled snapshot, one that is
@@ -570,6 +748,7 @@ def replication_destination() -> st.SearchStrategy[Json]:
     )
 
 
+@functools.cache
 @st.composite
 def snapshot_objects(draw: st.DrawFn, name: str) -> list[Json]:
     """A VolumeSnapshot of a pooled claim (or of one that is gone), ready or not, maybe with its content
@@ -578,17 +757,31 @@ def snapshot_objects(draw: st.DrawFn, name: str) -> list[Json]:
     claim = draw(st.sampled_from((*CLAIMS, "gone-claim")))
     ready = draw(st.sampled_from((True, True, False, None)))
     bound = draw(st.sampled_from((content_name, content_name, None)))
-    snapshot = sourceobjects.volume_snapshot(name, NAMESPACE, claim, content=bound, ready=ready)
+    snapshot = _snapshot(name, claim, content=bound, ready=ready)
     if not draw(st.booleans()):
         return [snapshot]
     driver, handle = draw(st.sampled_from(DRIVERS)), f"pv-{draw(st.sampled_from(CLAIMS))}"
-    back = {"name": name, "namespace": NAMESPACE}
-    content = sourceobjects.snapshot_content(
-        content_name, driver=driver, handle=handle, snapshot=back, status={"readyToUse": True}
-    )
-    return [snapshot, content]
+    return [snapshot, _snapshot_content(content_name, name, driver=driver, handle=handle)]
 
 
+def _snapshot(name: str, source: str, *, content: str | None, ready: bool | None = True) -> Json:
+    """A VolumeSnapshot of the claim `source`; a ready one has its restore size and creation time, as
+    external-snapshotter's controller sets them with `readyToUse`."""
+    snapshot = sourceobjects.volume_snapshot(name, NAMESPACE, source, content=content, ready=ready)
+    if ready:
+        snapshot["status"] |= {"restoreSize": SIZE, "creationTime": TIMESTAMPS[0]}
+    return snapshot
+
+
+def _snapshot_content(name: str, snapshot: str, *, driver: str, handle: str) -> Json:
+    """The content of a dynamically provisioned snapshot: the CSI driver's snapshot handle and size (bytes, as
+    VolumeSnapshotContentStatus has them), and the snapshot it names back with its uid."""
+    back = {"name": snapshot, "namespace": NAMESPACE, "uid": f"uid-{snapshot}"}
+    status = {"readyToUse": True, "restoreSize": 1 << 30, "snapshotHandle": f"snapshot-{handle}"}
+    return sourceobjects.snapshot_content(name, driver=driver, handle=handle, snapshot=back, status=status)
+
+
+@functools.cache
 @st.composite
 def virtual_machine(draw: st.DrawFn, name: str) -> Json:
     """A KubeVirt VM using pooled claims as `dataVolumeTemplates` and `dataVolume` or `persistentVolumeClaim`
@@ -619,38 +812,33 @@ def virtual_machine(draw: st.DrawFn, name: str) -> Json:
     return sourceobjects.virtual_machine(name, NAMESPACE, spec, disks=templates, run_strategy="Halted")
 
 
-def data_volume(claim: str) -> st.SearchStrategy[Json]:
+#: A DataVolume's `spec.storage` as its author writes it (CDI api/v1beta1 StorageSpec): the size at least.
+DV_STORAGE: Json = {"resources": {"requests": {"storage": SIZE}}}
+
+
+@functools.cache
+def data_volume(name: str) -> st.SearchStrategy[Json]:
     """CDI's DataVolume of a claim: same name and namespace, its phase and claim in the status."""
     return st.builds(
-        lambda phase: sourceobjects.data_volume(claim, NAMESPACE, source={"blank": {}}, storage={}, phase=phase),
+        lambda phase: sourceobjects.data_volume(name, NAMESPACE, source={"blank": {}}, storage=DV_STORAGE, phase=phase),
         _maybe(st.sampled_from(("WaitForFirstConsumer", "PendingPopulation", "ImportInProgress", "Succeeded"))),
     )
 
 
 def prime_claim(target: str = "data") -> Json:
     """CDI's populator claim of `target` (pkg/controller/populators/populator-base.go createPVCPrime)."""
-    return {
+    owner = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {
-            "name": PRIME_CLAIM,
-            "namespace": NAMESPACE,
-            "labels": {"app": "containerized-data-importer"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "v1",
-                    "kind": "PersistentVolumeClaim",
-                    "name": target,
-                    "uid": PRIME_CLAIM.removeprefix("prime-"),
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-disk"},
-        "status": {"phase": "Pending"},
+        "name": target,
+        "uid": PRIME_CLAIM.removeprefix("prime-"),
+        "controller": True,
     }
+    labels = {"app": "containerized-data-importer"}
+    return pvc(PRIME_CLAIM, storage_class="local-disk", labels=labels, ownerReferences=[owner])
 
 
+@functools.cache
 @st.composite
 def data_source_objects(draw: st.DrawFn) -> list[Json]:
     """Up to two snapshots, two VMs and two DataVolumes, and maybe the prime claim of `data`."""
@@ -666,6 +854,7 @@ def data_source_objects(draw: st.DrawFn) -> list[Json]:
     return out
 
 
+@functools.cache
 @st.composite
 def node_agent_pods(draw: st.DrawFn) -> list[Json]:
     """Velero's node-agent DaemonSet pods (label role: node-agent, vmware-tanzu/velero pkg/install/daemonset.go) on
@@ -677,6 +866,7 @@ def node_agent_pods(draw: st.DrawFn) -> list[Json]:
 # --- policies -----------------------------------------------------------------------------------------------
 
 
+@functools.cache
 def _selector_lists() -> st.SearchStrategy[list[Json]]:
     role_ops = ("In", "NotIn", "Exists", "DoesNotExist")
     return st.lists(
@@ -700,6 +890,7 @@ def _accepted_by_the_api(toleration: Json) -> Json:
     return toleration
 
 
+@functools.cache
 def _policy_tolerations() -> st.SearchStrategy[list[Json]]:
     return st.lists(
         st.builds(
@@ -773,6 +964,12 @@ def policy_documents(draw: st.DrawFn) -> Json:
     return {name: draw(fields[name]) for name in chosen}
 
 
+@functools.cache
+def policies() -> st.SearchStrategy[Policy]:
+    """The policy a fuzzed review runs under: the default one, or a valid variation of it."""
+    return st.just(default_policy()) | policy_documents().map(policy_from_document)
+
+
 #: One defect each: every one must make the policy refused with PolicyError.
 POLICY_DEFECTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("enforcement",), "block"),
@@ -819,6 +1016,15 @@ def invalid_policy_documents(draw: st.DrawFn) -> Json:
     return doc
 
 
+@functools.cache
+def load_affinity_policies() -> st.SearchStrategy[Json]:
+    """A valid policy with load affinity entries: what an operator writes the policy ConfigMap for, and what the
+    policy's checks against the cluster read (its entries, backupPVC and node-agents)."""
+    return st.tuples(policy_documents(), load_affinity_entries(valid=True).filter(bool)).map(
+        lambda de: {**de[0], "loadAffinity": de[1]}
+    )
+
+
 def policy_config_map(doc: Any, *, labelled: bool = True) -> Json:
     return {
         "apiVersion": "v1",
@@ -832,10 +1038,12 @@ def policy_config_map(doc: Any, *, labelled: bool = True) -> Json:
     }
 
 
+@functools.cache
 def config_maps() -> st.SearchStrategy[Json]:
     """ConfigMaps the validating webhook reviews: policy ones (valid, invalid, unparsable) and Velero's."""
     return st.one_of(
         policy_documents().map(policy_config_map),
+        load_affinity_policies().map(policy_config_map),
         invalid_policy_documents().map(policy_config_map),
         st.sampled_from(("{", "- a\n- b", "a: [", "---\n{}\n---\n{}")).map(policy_config_map),
         velero_config_map(),
@@ -875,7 +1083,7 @@ def mover_scenarios(draw: st.DrawFn, *, job: bool = False) -> tuple[list[Json], 
     anchor["metadata"]["name"] = "app-0"
     anchor["spec"]["nodeName"] = node_name
     anchor["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
-    anchor["status"] = {"phase": "Running"}
+    anchor["status"] = pod_status("Running", anchor["spec"])
     anchor["metadata"].pop("deletionTimestamp", None)
     anchor["metadata"]["labels"] = {"app": "db"}
     state.append(anchor)
@@ -889,23 +1097,34 @@ def mover_scenarios(draw: st.DrawFn, *, job: bool = False) -> tuple[list[Json], 
         pod["metadata"]["namespace"] = NAMESPACE
     volumes = [v for v in pod["spec"].get("volumes", ()) if v["name"] != "held"]
     pod["spec"]["volumes"] = [{"name": "held", "persistentVolumeClaim": {"claimName": claim}}, *volumes]
-    if draw(st.sampled_from((True, True, False))):
+    pinned = draw(st.sampled_from(("unpinned", "unpinned", "as drawn", "elsewhere")))
+    if pinned == "unpinned":
         pod["spec"].pop("nodeName", None)
+    elif pinned == "elsewhere":  # pinned by its author away from the claim's holder, which co-scheduling refuses
+        pod["spec"]["nodeName"] = draw(st.sampled_from([n for n in NODES if n != node_name]))
     return state, obj
 
 
 @st.composite
-def velero_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json, Json]:
-    """A backup or restore pod, a policy with load affinity entries for its class, and a state around them."""
+def velero_scenarios(draw: st.DrawFn, role: tuple[str, str] | None = None) -> tuple[list[Json], Json, Json]:
+    """A backup or restore pod (`role`: BACKUP or RESTORE, else either), a policy with load affinity entries for its
+    class, and a state around them."""
     state = draw(cluster_states())
-    doc = draw(policy_documents())
-    entries = draw(load_affinity_entries(valid=True).filter(bool))
-    doc["loadAffinity"] = entries
-    pod = draw(pods(draw(st.sampled_from((BACKUP, RESTORE)))))
+    doc = draw(load_affinity_policies())
+    pod = draw(pods(role or draw(st.sampled_from((BACKUP, RESTORE)))))
     pod["metadata"]["namespace"] = draw(st.sampled_from((NAMESPACE, "velero")))
+    # The pod's own load-affinity settings (docs/annotations.md), which replace the policy's for it.
+    settings = {
+        LOAD_AFFINITY: load_affinity_entries(valid=True).filter(bool).map(json.dumps),
+        STORAGE_CLASS: st.sampled_from(CLASSES),
+    }
+    for key, value in settings.items():
+        if draw(st.sampled_from((True, False, False))):
+            pod["metadata"].setdefault("annotations", {})[key] = draw(value)
     return state, doc, pod
 
 
+@functools.cache
 @st.composite
 def cdi_worker_pods(draw: st.DrawFn) -> Json:
     """A CDI worker as CDI builds it (pkg/controller/import-controller.go, upload-controller.go,
@@ -938,8 +1157,13 @@ LOCAL_DISK_CLASS: Json = {
 }
 
 
+#: How `data_source_scenarios` fills `cache`: restored from a snapshot of `data`, Velero's exposer chain, cloned
+#: from `data`, or VolSync's populator through a ReplicationDestination.
+DATA_SOURCE_KINDS = ("snapshot", "exposer", "clone", "populator")
+
+
 @st.composite
-def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
+def data_source_scenarios(draw: st.DrawFn, kind: str | None = None) -> tuple[list[Json], Json]:
     """A mover, backup or restore pod (or a CDI worker) mounting `cache`, unbound and WaitForFirstConsumer,
     restored from a snapshot of `data` or cloned from it, `data` bound to a node-local PV on one node
     (backube/volsync#1019, kubevirt/containerized-data-importer#3287); the rest of the state still random."""
@@ -949,40 +1173,13 @@ def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
     state.extend(_local_node(draw, n) if n == source_node else draw(node(n)) for n in NODES)
     state.append(copy.deepcopy(LOCAL_DISK_CLASS))
     pinned = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [source_node]}]}
-    state.append(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "data", "namespace": NAMESPACE},
-            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-disk", "volumeName": "pv-data"},
-            "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"]},
-        }
-    )
-    state.append(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": "pv-data"},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "capacity": {"storage": "1Gi"},
-                "claimRef": {"namespace": NAMESPACE, "name": "data"},
-                "csi": {"driver": "topolvm.io", "volumeHandle": "pv-data"},
-                "storageClassName": "local-disk",
-                "nodeAffinity": {"required": {"nodeSelectorTerms": [pinned]}},
-            },
-        }
-    )
-    kind = draw(st.sampled_from(("snapshot", "exposer", "clone", "populator", "snapshot")))
+    source_claim = pvc("data", storage_class="local-disk", volume="pv-data")
+    state.extend((source_claim, persistent_volume("pv-data", source_claim, driver="topolvm.io", node_terms=[pinned])))
+    kind = kind or draw(st.sampled_from(DATA_SOURCE_KINDS))
     field = draw(st.sampled_from(("dataSource", "dataSourceRef")))
     if kind in ("snapshot", "populator"):
-        state.append(sourceobjects.volume_snapshot("snap-1", NAMESPACE, "data", content="content-snap-1"))
-        back = {"name": "snap-1", "namespace": NAMESPACE}
-        state.append(
-            sourceobjects.snapshot_content(
-                "content-snap-1", driver="topolvm.io", handle="pv-data", snapshot=back, status={"readyToUse": True}
-            )
-        )
+        state.append(_snapshot("snap-1", "data", content="content-snap-1"))
+        state.append(_snapshot_content("content-snap-1", "snap-1", driver="topolvm.io", handle="pv-data"))
         ref = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "snap-1"}
     elif kind == "exposer":  # Velero's exposer chain: `cache` is the backup claim of the DataUpload `cache`
         state.extend(draw(_exposer_chain(source_node)))
@@ -996,23 +1193,13 @@ def data_source_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
             {"apiGroup": "volsync.backube", "kind": "ReplicationDestination", "name": DESTINATION},
             "dataSourceRef",
         )
-    state.append(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "cache", "namespace": NAMESPACE},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "local-disk",
-                field: ref,
-            },
-            "status": {"phase": "Pending"},
-        }
-    )
+    state.append(pvc("cache", storage_class="local-disk", source=(field, ref)))
     pod = draw(st.one_of(pods(MOVER), pods(BACKUP), pods(RESTORE), cdi_worker_pods()))
     pod["metadata"]["namespace"] = NAMESPACE
     if kind == "exposer" and draw(st.booleans()):
         pod["metadata"].setdefault("labels", {})[DATA_UPLOAD_LABEL] = "cache"
+    if draw(st.sampled_from((False, False, False, True))):  # pinned by its author, maybe away from the source
+        pod["spec"]["nodeSelector"] = {HOSTNAME: draw(st.sampled_from(NODES))}
     volumes = [v for v in pod["spec"].get("volumes", ()) if v["name"] not in ("held", "cdi-data-vol")]
     pod["spec"]["volumes"] = [{"name": "held", "persistentVolumeClaim": {"claimName": "cache"}}, *volumes]
     if draw(st.sampled_from((True, True, False))):
@@ -1045,15 +1232,7 @@ def cdi_scenarios(draw: st.DrawFn) -> tuple[list[Json], Json]:
     state = [o for o in draw(cluster_states()) if o["metadata"].get("name") not in ("data", PRIME_CLAIM, "local-disk")]
     state = [o for o in state if o["kind"] != "VirtualMachine"]
     state.append(copy.deepcopy(LOCAL_DISK_CLASS))
-    state.append(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "data", "namespace": NAMESPACE},
-            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-disk"},
-            "status": {"phase": "Pending"},
-        }
-    )
+    state.append(pvc("data", storage_class="local-disk"))
     state.append(prime_claim())
     vm = draw(virtual_machine("vm-1"))
     vm["spec"]["template"]["spec"]["volumes"].append({"name": "root", "dataVolume": {"name": "data"}})

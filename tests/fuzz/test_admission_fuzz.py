@@ -62,10 +62,6 @@ def review_of(operation: str, obj: Json | None, old: Json | None = None, api_ver
     )
 
 
-def _policies() -> st.SearchStrategy[Policy]:
-    return st.one_of(st.just(default_policy()), s.policy_documents().map(policy_from_document))
-
-
 def _probe_nodes() -> st.SearchStrategy[list[Json]]:
     """Nodes of every pooled name with random labels, to look for ones a patch newly admits."""
     return st.tuples(*(s.node(name) for name in s.NODES), *(s.node(name) for name in s.NODES)).map(list)
@@ -108,22 +104,23 @@ def check_create(webhook: Webhook, state: list[Json], obj: Json, probes: list[Js
 
 
 @given(
-    state=s.cluster_states(),
-    policy=_policies(),
-    pod=s.any_pods(),
+    scenario=s.pod_scenarios(),
+    policy=s.policies(),
     probes=_probe_nodes(),
     api_version=st.sampled_from(API_VERSIONS),
 )
 def test_pod_create(
-    webhook: Webhook, *, state: list[Json], policy: Policy, pod: Json, probes: list[Json], api_version: str
+    webhook: Webhook, *, scenario: tuple[list[Json], Json], policy: Policy, probes: list[Json], api_version: str
 ) -> None:
+    """A pod of any role, mostly mounting a claim of the state."""
+    state, pod = scenario
     webhook.use(state, policy)
     check_create(webhook, state, pod, probes, api_version)
 
 
 @given(
     scenario=s.mover_scenarios(),
-    policy=_policies(),
+    policy=s.policies(),
     probes=_probe_nodes(),
     api_version=st.sampled_from(API_VERSIONS),
 )
@@ -138,7 +135,7 @@ def test_mover_create(
 
 @given(
     scenario=s.mover_scenarios(job=True),
-    policy=_policies(),
+    policy=s.policies(),
     probes=_probe_nodes(),
 )
 def test_mover_job_create(
@@ -161,7 +158,7 @@ def test_mover_job_create(
 
 @given(
     scenario=s.data_source_scenarios(),
-    policy=_policies(),
+    policy=s.policies(),
     probes=_probe_nodes(),
     api_version=st.sampled_from(API_VERSIONS),
 )
@@ -174,7 +171,7 @@ def test_data_source_create(
     check_create(webhook, state, obj, probes, api_version)
 
 
-@given(scenario=s.cdi_scenarios(), policy=_policies(), probes=_probe_nodes())
+@given(scenario=s.cdi_scenarios(), policy=s.policies(), probes=_probe_nodes())
 def test_cdi_worker_create(
     webhook: Webhook, *, scenario: tuple[list[Json], Json], policy: Policy, probes: list[Json]
 ) -> None:
@@ -194,21 +191,22 @@ def test_velero_create(webhook: Webhook, scenario: tuple[list[Json], Json, Json]
 
 @given(
     state=s.cluster_states(),
-    policy=_policies(),
-    job=s.jobs(),
+    policy=s.policies(),
+    job=s.jobs() | s.workloads(),
     probes=_probe_nodes(),
     api_version=st.sampled_from(API_VERSIONS),
 )
 def test_job_create(
     webhook: Webhook, *, state: list[Json], policy: Policy, job: Json, probes: list[Json], api_version: str
 ) -> None:
+    """A Job, or another workload whose template only the template rules check: never patched but a Job."""
     webhook.use(state, policy)
     check_create(webhook, state, job, probes, api_version)
 
 
 @given(
     state=s.cluster_states(),
-    policy=_policies(),
+    policy=s.policies(),
     old=s.any_pods() | s.jobs(),
     new=s.any_pods() | s.jobs(),
     operation=st.sampled_from(("UPDATE", "DELETE", "CONNECT")),
@@ -236,7 +234,7 @@ def test_update_delete_connect_never_patched(
 
 @given(
     state=s.cluster_states(),
-    policy=_policies(),
+    policy=s.policies(),
     config_map=s.config_maps(),
     operation=st.sampled_from(("CREATE", "UPDATE")),
 )

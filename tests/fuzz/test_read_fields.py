@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import NoSuchExample
 
 from tests.fuzz import mutations as m
+from tests.fuzz import strategies as s
 from webhook.state.kinds import STATE_KINDS
 
 
@@ -58,3 +59,14 @@ def test_every_cluster_state_kind_is_in_a_fuzzed_cluster_state() -> None:
     built = {str(obj.get("kind")) for _, _, state in m.built_pool() for obj in state}
     listed = {entry.kind for entry in STATE_KINDS}
     assert listed - built == set(NOT_FUZZED), "build the kind in tests/fuzz/strategies.py, or say why not here"
+
+
+def test_the_structural_pool_holds_every_kind_of_seed() -> None:
+    """The bounded run's pool draws every kind of built seed (every role, every data-source kind), however many
+    kinds there are: a kind added to the strategies cannot drop out of a pool drawn at random."""
+    kinds = [name for name, _, _ in m.built_pool()]
+    assert set(kinds) == set(m.built_seed_kinds()), set(m.built_seed_kinds()) - set(kinds)
+    assert {f"data source ({kind})" for kind in s.DATA_SOURCE_KINDS} <= set(kinds)
+    assert {"mover", "backup", "restore", "cdi worker"} <= set(kinds)
+    exposer = [state for name, _, state in m.built_pool() if name == "data source (exposer)"]
+    assert exposer and all(any(obj["kind"] == "DataUpload" for obj in state) for state in exposer)
