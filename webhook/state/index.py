@@ -141,7 +141,8 @@ class ClusterIndex:
     def find(self, index: SecondaryIndex, key: Key) -> list[Json]:
         """The objects found under `key` in one of the secondary indexes a kind declares (webhook/state/kinds.py):
         a dictionary hit."""
-        return self._tables.find(index, key)
+        bucket = self._tables.tables[index].get(key)
+        return list(bucket.values()) if bucket else []
 
     def get(self, kind: str, namespace: str, name: str) -> Json | None:
         """One object of a kind by namespace ("" when cluster-scoped) and name."""

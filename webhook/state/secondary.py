@@ -75,7 +75,7 @@ GRANTS = SecondaryIndex("reference grants by namespace", _grant_namespace)
 
 class Tables:
     """Every secondary index of the kinds that declare one: index → key → (namespace, name) → kept object. The
-    index calls `file` under its lock on every change."""
+    index calls `file` under its lock on every change and reads them in `ClusterIndex.find`."""
 
     def __init__(self, declared: Mapping[str, tuple[SecondaryIndex, ...]]) -> None:
         self.declared = {kind: indexes for kind, indexes in declared.items() if indexes}
@@ -100,7 +100,3 @@ class Tables:
         """After a re-list of `kind`: its indexes are the fresh ones."""
         for index in self.declared.get(kind, ()):
             self.tables[index] = fresh.tables[index]
-
-    def find(self, index: SecondaryIndex, key: Key) -> list[Json]:
-        bucket = self.tables[index].get(key)
-        return list(bucket.values()) if bucket else []
