@@ -139,12 +139,12 @@ def table_sizes() -> dict[str, int]:
     """The size of every table the webhook keeps across requests."""
     from rules.kube import names
     from webhook import metrics
-    from webhook.state import index
+    from webhook.state import sharing
 
     return {
         "names: label key memo": names._cached_label_key_error.cache_info().currsize,
         "names: label value memo": names._cached_label_value_error.cache_info().currsize,
-        "index: shared values": len(index._SHARED),
+        "index: shared values": len(sharing.SHARED),
         "metrics: request series": metrics.render()[0].count(b"\nstorage_affinity_admission_requests_total{"),
     }
 

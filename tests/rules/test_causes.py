@@ -20,7 +20,8 @@ from rules.cluster import LookupFailed
 from rules.kube.tolerations import tolerates
 from rules.model import Json, Subject
 from tests.support import DATA, ROOT, load_yaml, policy, table_cases, validate_strict, view_from
-from webhook.state.index import ClusterIndex, claims_of, trim
+from webhook.state.index import ClusterIndex, trim
+from webhook.state.secondary import claims_of
 
 CAUSES_KEYS = {"cause", "name", "policy", "says", "source", "state", "stuck"}
 

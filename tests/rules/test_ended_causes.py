@@ -20,7 +20,8 @@ from rules.causes.scheduler import MESSAGE_LIMIT
 from rules.model import Json
 from rules.reports import OPENREPORTS, REPORT_NAME, build_reports
 from tests.support import DATA, ROOT, load_yaml, policy, table_cases, validate_strict, view_from
-from webhook.state.index import claims_of, trim
+from webhook.state.index import trim
+from webhook.state.secondary import claims_of
 
 KEYS = {"name", "source", "ended", "policy", "cause", "says", "not_says"}
 TABLE = load_yaml(DATA / "audit" / "failed.yaml")

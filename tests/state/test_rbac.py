@@ -34,14 +34,30 @@ def test_the_chart_rules_are_enough_to_get_ready(fake_api: FakeKubeAPI, live: Li
 def test_without_the_rule_of_a_kind_the_server_is_refused_and_never_ready(
     fake_api: FakeKubeAPI, live: Live, entry: StateKind
 ) -> None:
-    fake_api.grants = frozenset(
+    grants = frozenset(
         grant for grant in chart_grants() if (grant.group, grant.resource) != (entry.group, entry.plural)
     )
+    fake_api.grants = grants
     _, runtime = live(base=_naming_velero())
     refused = eventually(
-        lambda: [detail for detail in runtime.readiness().values() if detail and "403" in detail],
+        lambda: {name: detail for name, detail in runtime.readiness().items() if "403" in detail},
         what=f"a readiness check says the {entry.plural} list is refused",
     )
-    assert any(entry.plural in detail or "forbidden" in detail.lower() for detail in refused), refused
+    check = _check_of(entry)
+    assert list(refused) == [check], refused  # the check that reads the kind, and no other
+    if entry.feature is not None:  # an optional group's check names which of its resources is refused
+        assert [part.split(": ")[0] for part in refused[check].split("; ") if "403" in part] == [entry.plural]
+    needed = [request_grant(r.method, r.path, r.query) for r in list(fake_api.requests)]
+    assert {(g.group, g.resource) for g in needed if g is not None and not allowed(g, grants)} == {
+        (entry.group, entry.plural)
+    }
     time.sleep(0.5)  # retries, with backoff, are refused alike
     assert not runtime.ready()
+
+
+def _check_of(entry: StateKind) -> str:
+    """The readiness check that reports a kind's list: its optional group's, the policy ConfigMap's watch for a kind
+    read by name (the one ConfigMap a policy naming no Velero ConfigMap makes it read), its own watch's else."""
+    if entry.feature is not None:
+        return entry.group
+    return "policy-configmap" if entry.watched == "by-name" else entry.plural

@@ -5,6 +5,8 @@ Everything that names these kinds is derived from `STATE_KINDS` or checked again
 GETs (webhook/state/live.py), the optional groups (webhook/state/optional.py), the audit's lists
 (webhook/audit/command.py), the fake API's served kinds (testkit/fakeapi/resources.py), and, by
 tests/state/test_kinds.py, the chart's ClusterRole, tests/data/rbac/server-calls.yaml and the docs' lists of kinds.
+Each entry also says what the index keeps of the kind's objects (its trimmer, webhook/state/trimmers.py) and by
+which keys besides its name the index finds them (its secondary indexes, webhook/state/secondary.py).
 Adding a kind is one entry here and the steps of docs/development.md, "Adding a cluster-state kind".
 """
 
@@ -12,6 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from webhook.state import trimmers
+from webhook.state.secondary import CLAIM_USERS, CSI_HANDLES, GRANTS, VM_USERS, SecondaryIndex
 
 #: How the live server reads a kind: `cluster` lists and watches it across all namespaces; `by-name` watches only
 #: the ConfigMaps it is told of, each in its namespace with a field selector on its name (webhook/state/live.py);
@@ -40,6 +45,11 @@ class StateKind:
     #: listed in every namespace even by an audit of one namespace (a cluster-scoped kind, or one whose objects
     #: live in another namespace than the pods that need them)
     all_namespaces: bool = False
+    #: what the index keeps of an object besides its name, namespace and the annotations rules read (None: nothing)
+    trimmer: trimmers.Trimmer | None = None
+    #: the keys besides its name the index finds its objects by, each a function of the kept object
+    #: (`ClusterIndex.find`)
+    indexes: tuple[SecondaryIndex, ...] = ()
 
     @property
     def client(self) -> str:
@@ -68,7 +78,16 @@ class StateKind:
 
 
 STATE_KINDS: tuple[StateKind, ...] = (
-    StateKind("Pod", "pods", "", "v1", True, lister="list_pod_for_all_namespaces"),
+    StateKind(
+        "Pod",
+        "pods",
+        "",
+        "v1",
+        True,
+        lister="list_pod_for_all_namespaces",
+        trimmer=trimmers.pod,
+        indexes=(CLAIM_USERS,),
+    ),
     StateKind(
         "PersistentVolumeClaim",
         "persistentvolumeclaims",
@@ -77,6 +96,7 @@ STATE_KINDS: tuple[StateKind, ...] = (
         True,
         getter="read_namespaced_persistent_volume_claim",
         lister="list_persistent_volume_claim_for_all_namespaces",
+        trimmer=trimmers.claim,
     ),
     StateKind(
         "PersistentVolume",
@@ -87,6 +107,8 @@ STATE_KINDS: tuple[StateKind, ...] = (
         getter="read_persistent_volume",
         lister="list_persistent_volume",
         all_namespaces=True,
+        trimmer=trimmers.volume,
+        indexes=(CSI_HANDLES,),
     ),
     StateKind(
         "StorageClass",
@@ -97,8 +119,19 @@ STATE_KINDS: tuple[StateKind, ...] = (
         getter="read_storage_class",
         lister="list_storage_class",
         all_namespaces=True,
+        trimmer=trimmers.storage_class,
     ),
-    StateKind("Node", "nodes", "", "v1", False, getter="read_node", lister="list_node", all_namespaces=True),
+    StateKind(
+        "Node",
+        "nodes",
+        "",
+        "v1",
+        False,
+        getter="read_node",
+        lister="list_node",
+        all_namespaces=True,
+        trimmer=trimmers.node,
+    ),
     StateKind(
         "ConfigMap",
         "configmaps",
@@ -108,6 +141,7 @@ STATE_KINDS: tuple[StateKind, ...] = (
         watched="by-name",
         getter="read_namespaced_config_map",
         lister="list_config_map_for_all_namespaces",
+        trimmer=trimmers.config_map,
     ),
     StateKind(
         "VolumeSnapshot",
@@ -116,6 +150,7 @@ STATE_KINDS: tuple[StateKind, ...] = (
         "v1",
         True,
         feature="placement from snapshot sources",
+        trimmer=trimmers.volume_snapshot,
     ),
     StateKind(
         "VolumeSnapshotContent",
@@ -125,8 +160,18 @@ STATE_KINDS: tuple[StateKind, ...] = (
         False,
         feature="placement from snapshot sources",
         all_namespaces=True,
+        trimmer=trimmers.volume_snapshot_content,
     ),
-    StateKind("VirtualMachine", "virtualmachines", "kubevirt.io", "v1", True, feature="CDI workers following their VM"),
+    StateKind(
+        "VirtualMachine",
+        "virtualmachines",
+        "kubevirt.io",
+        "v1",
+        True,
+        feature="CDI workers following their VM",
+        trimmer=trimmers.virtual_machine,
+        indexes=(VM_USERS,),
+    ),
     StateKind(
         "DataVolume",
         "datavolumes",
@@ -134,6 +179,7 @@ STATE_KINDS: tuple[StateKind, ...] = (
         "v1beta1",
         True,
         feature="DataVolumes named in CDI reasons and VM audits",
+        trimmer=trimmers.data_volume,
     ),
     StateKind(
         "ReferenceGrant",
@@ -143,6 +189,8 @@ STATE_KINDS: tuple[StateKind, ...] = (
         True,
         feature="cross-namespace data sources",
         all_namespaces=True,  # a grant lives in the source's namespace, not the pod's
+        trimmer=trimmers.reference_grant,
+        indexes=(GRANTS,),
     ),
     StateKind(
         "ReplicationDestination",
@@ -151,6 +199,7 @@ STATE_KINDS: tuple[StateKind, ...] = (
         "v1alpha1",
         True,
         feature="claims filled by VolSync's volume populator",
+        trimmer=trimmers.replication_destination,
     ),
     StateKind(
         "DataUpload",
@@ -160,6 +209,7 @@ STATE_KINDS: tuple[StateKind, ...] = (
         True,
         watched="velero-namespace",
         feature="backup pods of Velero's CSI data mover placed by their source volume",
+        trimmer=trimmers.data_upload,
     ),
 )
 
