@@ -16,12 +16,11 @@ Pending, and the scheduler says so to its author with counts alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rules import deadline
 from rules.kube.nodeaffinity import REQUIRED_KEY, required_node_affinity, selector_terms, term_parses
-from rules.model import Json
 
 #: The node labels kubelet and the cloud providers set, with their deprecated beta forms
 #: (kubernetes/kubernetes staging/src/k8s.io/api/core/v1/well_known_labels.go).
@@ -82,13 +81,15 @@ def disclosed_selector(selector: Mapping[str, str], keys: frozenset[str]) -> Map
     return {key: value for key, value in selector.items() if key in keys}
 
 
-def disclosed_terms(terms: list[Json] | None, keys: frozenset[str]) -> list[Json] | None:
+def disclosed_terms(
+    terms: Sequence[Mapping[str, Any]] | None, keys: frozenset[str]
+) -> Sequence[Mapping[str, Any]] | None:
     """Required node selector terms without their parsed requirements on undisclosed keys; None (no constraint)
     when a term held only such requirements, as that term may hold on any node. The same list when nothing is
     left out."""
     if terms is None:
         return None
-    out: list[Json] | None = None
+    out: list[Mapping[str, Any]] | None = None
     for index, term in enumerate(terms):
         deadline.check()
         expressions = term.get("matchExpressions") or ()
