@@ -8,7 +8,8 @@ the constraints the author wrote are judged on the labels a tenant may know: the
 kubelet and the cloud providers set (any tenant reads them in the scheduler's own events and in the topology
 spread it may ask for) and the keys the policy itself names. A requirement on any other key is left out, as if
 it held on every node: it can neither make a node fail nor make one fit. A requirement the API could not parse
-stays: its term matches no node whatever the labels are.
+stays: its term matches no node whatever the labels are. A rule asks rules/kube/feasible.py with
+`Filters(labels=policy.disclosed_node_labels)`, which reads the pod's constraints so.
 
 The kubelet and the scheduler still apply the whole pod, so a pod whose undisclosed requirements fail stays
 Pending, and the scheduler says so to its author with counts alone.
@@ -108,8 +109,9 @@ def disclosed_terms(
 
 def disclosed_spec(spec: Mapping[str, Any], keys: frozenset[str]) -> Mapping[str, Any]:
     """A pod spec whose nodeSelector and required node affinity are read as `disclosed_selector` and
-    `disclosed_terms` read them, for `pod_fits_node` and every other check of the pod against nodes; the same
-    spec when it names no undisclosed key. Never a patch's base: the pod keeps all it asked for."""
+    `disclosed_terms` read them, for what a cause reads of the spec besides where it may run (which
+    rules/kube/feasible.py judges with `Filters.labels`); the same spec when it names no undisclosed key. Never a
+    patch's base: the pod keeps all it asked for."""
     selector = spec.get("nodeSelector") or {}
     shown_selector = disclosed_selector(selector, keys)
     required = required_node_affinity(spec)

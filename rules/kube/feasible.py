@@ -231,10 +231,11 @@ def _name(node: Mapping[str, Any]) -> str:
 
 
 #: A policy's disclosed keys as a memo key part, by the identity of its set (derived once per policy).
-_LABEL_KEYS: Memo[bytes] = Memo(64)
+_LABEL_KEYS: Memo[str] = Memo(64)
 
 
-def _labels_key(labels: frozenset[str]) -> str | bytes:
+def _labels_key(labels: frozenset[str]) -> str:
+    """A string, which a memo key encodes natively (bytes take a callback)."""
     if labels is EVERY_LABEL:
         return "*"
-    return _LABEL_KEYS.by_identity((labels,), None, lambda: digest(tuple(sorted(labels))))
+    return _LABEL_KEYS.by_identity((labels,), None, lambda: digest(tuple(sorted(labels))).hex())
