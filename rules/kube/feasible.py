@@ -18,10 +18,8 @@ node by node, without the snapshot (`fits`): a question about one named node mak
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rules.cluster import ClusterView
 from rules.kube.disclosed import EVERY_LABEL, disclosed_selector, disclosed_terms
@@ -38,9 +36,9 @@ UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoS
 Terms = Sequence[Mapping[str, Any]]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Filters:
-    """Which filters a question counts; nodeName, nodeSelector and required node affinity always do.
+class Filters(NamedTuple):
+    """Which filters a question counts; nodeName, nodeSelector and required node affinity always do. Given by
+    keyword, every one but `tolerations` (a tuple: it is built on the hot paths).
 
     - `taints`: a node with a NoSchedule or NoExecute taint the pod does not tolerate is out.
     - `cordon`: a cordoned node (`spec.unschedulable`) is out, unless the pod tolerates the unschedulable taint.
@@ -61,12 +59,26 @@ class Filters:
 
 
 class Feasibility:
-    """The nodes one pod may run on among one snapshot's, by `filters`; each answer is computed on first use.
+    """The nodes one pod may run on among one snapshot's, by `filters`; the snapshot is read on first use.
 
     `terms` are the pod's required node selector terms: None for none (no constraint), `[]` for no node. `key`,
     when given, identifies the pod's constraints exactly (selector, terms, node name, own tolerations, volume
     terms): `any` and `names` are then remembered per snapshot (the filters are added to it here).
     """
+
+    __slots__ = (
+        "_admitted_bits",
+        "_key",
+        "_nodeset",
+        "_source",
+        "_tolerated",
+        "_tolerations",
+        "filters",
+        "node_name",
+        "selector",
+        "terms",
+        "volume_terms",
+    )
 
     def __init__(
         self,
@@ -82,44 +94,47 @@ class Feasibility:
     ) -> None:
         self._source = nodes
         self.filters = filters
-        self._selector = selector or {}
-        self._terms = terms
+        labels = filters.labels
+        #: The pod's nodeSelector and required terms as judged: on the keys of `filters.labels` (None: no terms
+        #: constrain the pod).
+        self.selector: Mapping[str, str] = selector or {}
+        self.terms: Terms | None = terms
+        if labels is not EVERY_LABEL:
+            self.selector = disclosed_selector(self.selector, labels)
+            self.terms = disclosed_terms(terms, labels)
         self.node_name = node_name
         self._tolerations = tolerations
         self.volume_terms = volume_terms if filters.volumes else ()
         self._key = key
+        self._nodeset: NodeSet | None = None
+        self._tolerated: Tolerated | None = None
+        self._admitted_bits = -1
 
-    @functools.cached_property
-    def selector(self) -> Mapping[str, str]:
-        """The pod's nodeSelector as judged: its pairs on the keys of `filters.labels`."""
-        labels = self.filters.labels
-        return self._selector if labels is EVERY_LABEL else disclosed_selector(self._selector, labels)
-
-    @functools.cached_property
-    def terms(self) -> Terms | None:
-        """The pod's required terms as judged (rules/kube/disclosed.py): None when none constrains the pod."""
-        labels, terms = self.filters.labels, self._terms
-        if labels is EVERY_LABEL or terms is None:
-            return terms
-        return disclosed_terms(terms, labels)
-
-    @functools.cached_property
+    @property
     def nodeset(self) -> NodeSet:
-        return self._source if isinstance(self._source, NodeSet) else self._source.node_set()
+        """The snapshot asked (the view's, read on first use)."""
+        if self._nodeset is None:
+            source = self._source
+            self._nodeset = source if isinstance(source, NodeSet) else source.node_set()
+        return self._nodeset
 
-    @functools.cached_property
-    def _tolerated(self) -> Tolerated:  # judged against many nodes' taints
-        return Tolerated([*self._tolerations, *self.filters.tolerations])
-
-    @functools.cached_property
+    @property
     def _admitted(self) -> int:
         """The nodes the nodeName, nodeSelector, required terms and PV terms admit, as a bit set: every node at
         once (rules/kube/nodeset.py)."""
-        nodes = self.nodeset
-        mask = nodes.admitting(self.terms, selector=self.selector, volume_terms=self.volume_terms)
-        if self.node_name:
-            mask &= nodes.mask_of([self.node_name])
-        return mask
+        if self._admitted_bits < 0:
+            nodes = self.nodeset
+            mask = nodes.admitting(self.terms, selector=self.selector, volume_terms=self.volume_terms)
+            if self.node_name:
+                mask &= nodes.mask_of([self.node_name])
+            self._admitted_bits = mask
+        return self._admitted_bits
+
+    def _tolerations_of(self) -> Tolerated:
+        """The pod's and the extra tolerations, indexed: judged against many nodes' taints."""
+        if self._tolerated is None:
+            self._tolerated = Tolerated([*self._tolerations, *self.filters.tolerations])
+        return self._tolerated
 
     def _usable(self, node: Mapping[str, Any]) -> bool:
         """The cordon and taint filters, as counted."""
@@ -127,10 +142,10 @@ class Feasibility:
         if (
             filters.cordon
             and (node.get("spec") or {}).get("unschedulable")
-            and not tolerates(self._tolerated, UNSCHEDULABLE_TAINT)
+            and not tolerates(self._tolerations_of(), UNSCHEDULABLE_TAINT)
         ):
             return False
-        return not filters.taints or node_tolerated(self._tolerated, node)
+        return not filters.taints or node_tolerated(self._tolerations_of(), node)
 
     @property
     def _per_node(self) -> bool:
@@ -138,15 +153,16 @@ class Feasibility:
 
     def fits(self, node: Mapping[str, Any]) -> bool:
         """Whether this one node passes every counted filter: judged node by node, no snapshot read."""
-        if self.node_name and str((node.get("metadata") or {}).get("name") or "") != self.node_name:
+        if self.node_name and _name(node) != self.node_name:
             return False
         if not node_selector_matches(self.selector, node):
             return False
         terms = self.terms
         if terms is not None and not terms_match(terms, node):
             return False
-        if not all(volume_terms_match(pv_terms, node) for pv_terms in self.volume_terms):
-            return False
+        for pv_terms in self.volume_terms:
+            if not volume_terms_match(pv_terms, node):
+                return False
         return not self._per_node or self._usable(node)
 
     def nodes(self) -> Iterator[Json]:
