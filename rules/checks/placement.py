@@ -16,7 +16,7 @@ from typing import Any
 
 from rules import deadline
 from rules.context import Context, PodTarget
-from rules.kube.feasible import Feasibility, Filters
+from rules.kube.feasible import Feasibility, on_labels
 from rules.kube.nodeaffinity import (
     REQUIRED,
     node_selector_matches,
@@ -90,7 +90,7 @@ def _own(
 ) -> Feasibility:
     """The pod's constraints on the labels its author may know (what it may be told) and its PVs' terms: taints
     and cordon change by the minute, so they are not counted."""
-    filters = Filters(taints=False, cordon=False, volumes=True, labels=ctx.policy.disclosed_node_labels)
+    filters = on_labels(ctx.policy.disclosed_node_labels, volumes=True)
     selector = target.spec.get("nodeSelector")
     return Feasibility(ctx.view, filters, selector=selector, terms=terms, volume_terms=volume_terms, key=key)
 

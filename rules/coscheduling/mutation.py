@@ -26,7 +26,7 @@ from rules.coscheduling.pinning import (
     unpin_terms,
     write_required,
 )
-from rules.kube.feasible import Feasibility, Filters
+from rules.kube.feasible import Feasibility, on_labels
 from rules.kube.nodeaffinity import name_requirement, required_terms
 from rules.kube.tolerations import merge_tolerations
 from rules.kube.volumes import OWNED
@@ -144,7 +144,7 @@ def _warn_if_excluded(
     if obj is None:
         return
     # Asked of the values directly (no pod spec is built to be read back), on the labels the pod's author may know.
-    own = Filters(taints=False, cordon=False, volumes=False, labels=ctx.policy.disclosed_node_labels)
+    own = on_labels(ctx.policy.disclosed_node_labels, volumes=False)
     if not Feasibility(ctx.view, own, selector=node_selector, terms=terms or None).fits(obj):
         ctx.warn(
             f"{target.field('spec')}: own nodeSelector or node affinity excludes node {node}, which holds claim "

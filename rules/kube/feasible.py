@@ -100,8 +100,10 @@ class Feasibility:
         self.selector: Mapping[str, str] = selector or {}
         self.terms: Terms | None = terms
         if labels is not EVERY_LABEL:
-            self.selector = disclosed_selector(self.selector, labels)
-            self.terms = disclosed_terms(terms, labels)
+            if selector:
+                self.selector = disclosed_selector(selector, labels)
+            if terms is not None:
+                self.terms = disclosed_terms(terms, labels)
         self.node_name = node_name
         self._tolerations = tolerations
         self.volume_terms = volume_terms if filters.volumes else ()
@@ -155,7 +157,8 @@ class Feasibility:
         """Whether this one node passes every counted filter: judged node by node, no snapshot read."""
         if self.node_name and _name(node) != self.node_name:
             return False
-        if not node_selector_matches(self.selector, node):
+        selector = self.selector
+        if selector and not node_selector_matches(selector, node):
             return False
         terms = self.terms
         if terms is not None and not terms_match(terms, node):
@@ -163,7 +166,8 @@ class Feasibility:
         for pv_terms in self.volume_terms:
             if not volume_terms_match(pv_terms, node):
                 return False
-        return not self._per_node or self._usable(node)
+        filters = self.filters
+        return not (filters.taints or filters.cordon) or self._usable(node)
 
     def nodes(self) -> Iterator[Json]:
         """The nodes that pass, lazily, in the snapshot's order (not remembered)."""
@@ -202,6 +206,24 @@ class Feasibility:
             extra = tuple(sorted({toleration_key(t) for t in filters.tolerations}, key=repr))
             return (self._key, counted, _labels_key(filters.labels), extra)
         return (self._key, counted, _labels_key(filters.labels))
+
+
+def on_labels(labels: frozenset[str], *, volumes: bool) -> Filters:
+    """`Filters(taints=False, cordon=False, volumes=volumes, labels=labels)`: the question on labels alone, which
+    placement consistency and the mover ask on every review; the same object for the same label set (a policy's),
+    not a new one each time."""
+    made = _ON_LABELS[volumes]
+    found = made.get(labels)  # a set's hash is computed once; `is` below keeps an equal set's entry apart
+    if found is not None and found.labels is labels:
+        return found
+    if len(made) >= 64:
+        made.clear()
+    found = made[labels] = Filters(taints=False, cordon=False, volumes=volumes, labels=labels)
+    return found
+
+
+#: `on_labels`' filters by their label set, without and with the PVs.
+_ON_LABELS: tuple[dict[frozenset[str], Filters], dict[frozenset[str], Filters]] = ({}, {})
 
 
 def feasibility(
