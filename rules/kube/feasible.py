@@ -126,7 +126,7 @@ class Feasibility:
         once (rules/kube/nodeset.py)."""
         if self._admitted_bits < 0:
             nodes = self.nodeset
-            mask = nodes.admitting(self.terms, selector=self.selector, volume_terms=self.volume_terms)
+            mask = nodes.admitting(self.terms, selector=self.selector or None, volume_terms=self.volume_terms)
             if self.node_name:
                 mask &= nodes.mask_of([self.node_name])
             self._admitted_bits = mask
@@ -187,6 +187,8 @@ class Feasibility:
     def names(self) -> frozenset[str]:
         """The names of the nodes that pass (remembered under `key`)."""
         if self._key is None:
+            if not self._per_node:
+                return frozenset(self.nodeset.names(self._admitted))  # read off the bit set, no node visited
             return frozenset(_name(node) for node in self.nodes())
         fits = _every if not self._per_node else self._usable
         return self.nodeset.names_matching(self._memo_key(), fits, within=self._admitted)
@@ -201,11 +203,11 @@ class Feasibility:
     def _memo_key(self) -> Hashable:
         """`key` with what the filters add to the question: which count, the labels judged, extra tolerations."""
         filters = self.filters
-        counted = ("t" if filters.taints else "") + ("c" if filters.cordon else "") + ("v" if filters.volumes else "")
-        if self._per_node and filters.tolerations:
-            extra = tuple(sorted({toleration_key(t) for t in filters.tolerations}, key=repr))
-            return (self._key, counted, _labels_key(filters.labels), extra)
-        return (self._key, counted, _labels_key(filters.labels))
+        labels = "*" if filters.labels is EVERY_LABEL else _labels_key(filters.labels)
+        key = (self._key, filters.taints, filters.cordon, filters.volumes, labels)
+        if (filters.taints or filters.cordon) and filters.tolerations:
+            return (*key, tuple(sorted({toleration_key(t) for t in filters.tolerations}, key=repr)))
+        return key
 
 
 def on_labels(labels: frozenset[str], *, volumes: bool) -> Filters:
@@ -273,7 +275,5 @@ _LABEL_KEYS: Memo[str] = Memo(64)
 
 
 def _labels_key(labels: frozenset[str]) -> str:
-    """A string, which a memo key encodes natively (bytes take a callback)."""
-    if labels is EVERY_LABEL:
-        return "*"
+    """A disclosed label set as a string, which a memo key encodes natively (bytes take a callback)."""
     return _LABEL_KEYS.by_identity((labels,), None, lambda: digest(tuple(sorted(labels))).hex())

@@ -371,9 +371,8 @@ def apply_terms(ctx: Context, target: PodTarget, load: LoadTerms, volumes: Seque
         if combined.excess is not None:
             raise placement_over_budget(combined.excess, target.field("spec." + ".".join(REQUIRED)))
         write_required(target, combined.terms, prepared=True)
-    where = Feasibility(ctx.view, _LABELS, terms=combined.terms, key=("terms", combined.key))
-    nodes = where.nodeset
-    if len(nodes) and not where.any():
+    nodes = ctx.view.node_set()
+    if len(nodes) and not Feasibility(nodes, _LABELS, terms=combined.terms, key=("terms", combined.key)).any():
         ctx.warn(
             f"load affinity leaves none of the {counted(len(nodes), 'known node')} for this pod: it would stay Pending"
         )
