@@ -178,11 +178,12 @@ class Feasibility:
 
     def any(self) -> bool:
         """Whether some node passes (remembered under `key`)."""
+        if self._key is None:
+            return self._any()
+        return self.nodeset.answer(self._memo_key(), self._any)
 
-        def compute() -> bool:
-            return bool(self._admitted) if not self._per_node else next(self.nodes(), None) is not None
-
-        return compute() if self._key is None else self.nodeset.answer(self._memo_key(), compute)
+    def _any(self) -> bool:
+        return bool(self._admitted) if not self._per_node else next(self.nodes(), None) is not None
 
     def names(self) -> frozenset[str]:
         """The names of the nodes that pass (remembered under `key`)."""
@@ -201,10 +202,14 @@ class Feasibility:
         return self.nodeset.mask_of(_name(node) for node in self.nodes())
 
     def _memo_key(self) -> Hashable:
-        """`key` with what the filters add to the question: which count, the labels judged, extra tolerations."""
+        """`key` with what the filters add to the question: which count, the labels judged, extra tolerations. Short:
+        a memo key whose encoding passes 64 bytes is hashed, which costs more than the rest of a remembered answer."""
         filters = self.filters
-        labels = "*" if filters.labels is EVERY_LABEL else _labels_key(filters.labels)
-        key = (self._key, filters.taints, filters.cordon, filters.volumes, labels)
+        counted = filters.taints + 2 * filters.cordon + 4 * filters.volumes
+        if filters.labels is EVERY_LABEL:
+            key: tuple[Hashable, ...] = (self._key, counted)
+        else:
+            key = (self._key, counted, _labels_key(filters.labels))
         if (filters.taints or filters.cordon) and filters.tolerations:
             return (*key, tuple(sorted({toleration_key(t) for t in filters.tolerations}, key=repr)))
         return key
