@@ -27,7 +27,7 @@ from rules.kube.nodeaffinity import node_selector_matches, required_terms, terms
 from rules.kube.nodeset import NodeSet
 from rules.kube.tolerations import Tolerated, node_tolerated, tolerates, toleration_key
 from rules.kube.workloads import TEMPLATE_PATHS, template_of, template_spec
-from rules.memo import Memo, digest
+from rules.memo import digest
 from rules.model import Json
 
 #: The taint the NodeUnschedulable filter checks a cordoned node's pods against (what `kubectl cordon` means).
@@ -275,10 +275,17 @@ def _name(node: Mapping[str, Any]) -> str:
     return str((node.get("metadata") or {}).get("name") or "")
 
 
-#: A policy's disclosed keys as a memo key part, by the identity of its set (derived once per policy).
-_LABEL_KEYS: Memo[str] = Memo(64)
+#: A policy's disclosed keys as a memo key part, by their set (derived once per policy; the set is held).
+_LABEL_KEYS: dict[frozenset[str], tuple[frozenset[str], str]] = {}
 
 
 def _labels_key(labels: frozenset[str]) -> str:
     """A disclosed label set as a string, which a memo key encodes natively (bytes take a callback)."""
-    return _LABEL_KEYS.by_identity((labels,), None, lambda: digest(tuple(sorted(labels))).hex())
+    found = _LABEL_KEYS.get(labels)  # a set's hash is computed once
+    if found is not None and found[0] is labels:
+        return found[1]
+    if len(_LABEL_KEYS) >= 64:
+        _LABEL_KEYS.clear()
+    key = digest(tuple(sorted(labels))).hex()
+    _LABEL_KEYS[labels] = (labels, key)
+    return key
