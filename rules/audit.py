@@ -42,8 +42,8 @@ from rules.coscheduling.claimpods import claims_read_once, name_of
 from rules.datasource.scope import cdi_trust_problem, filling_worker
 from rules.datasource.vm import vm_disk_problems
 from rules.deadline import PastDeadline
-from rules.kube.disclosed import disclosed_spec
-from rules.kube.nodeaffinity import pod_fits_node, required_node_affinity
+from rules.kube.feasible import Feasibility, Filters
+from rules.kube.nodeaffinity import required_node_affinity, required_terms
 from rules.kube.workloads import TEMPLATE_PATHS
 from rules.loadaffinity.loaded import config_not_loaded
 from rules.loadaffinity.nodeagents import FAMILY as NODE_AGENT
@@ -358,9 +358,7 @@ def _placement(
             report.findings.append(AuditFinding(DRIFT, "spec", message, "warn"))
     elif (found := _node_or_none(view, node)) is None:
         report.placement = "unknown-node"
-    elif (not node_name or node_name == node) and pod_fits_node(
-        disclosed_spec(spec, policy.disclosed_node_labels), found
-    ):
+    elif (not node_name or node_name == node) and _own(view, policy, spec).fits(found):
         report.placement = "ok"
     else:
         report.placement = "misplaced"
@@ -368,6 +366,13 @@ def _placement(
         report.findings.append(AuditFinding(DRIFT, "spec.nodeName", message, "warn"))
     # Scheduled away from the node that holds its claim and still Pending: the kubelet's Multi-Attach error.
     report.multi_attach = report.role == "mover" and report.phase == "Pending" and report.placement == "misplaced"
+
+
+def _own(view: ClusterView, policy: Policy, spec: Mapping[str, Any]) -> Feasibility:
+    """The pod's nodeSelector and required node affinity on the labels its author may know (a finding reaches its
+    namespace's report), for the node it is on."""
+    filters = Filters(taints=False, cordon=False, volumes=False, labels=policy.disclosed_node_labels)
+    return Feasibility(view, filters, selector=spec.get("nodeSelector"), terms=required_terms(spec))
 
 
 def _node_or_none(view: ClusterView, name: str) -> Json | None:

@@ -3,8 +3,6 @@ claim, the VM that will use a CDI worker's disk) is ready and reachable where th
 
 from __future__ import annotations
 
-import functools
-
 from rules import deadline
 from rules.annotations import FOLLOWS_VM
 from rules.causes.stuck import Cause, Stuck, unusable
@@ -12,9 +10,7 @@ from rules.coscheduling.claimpods import name_of
 from rules.datasource.mutation import conflict
 from rules.datasource.scope import cdi_worker
 from rules.datasource.sources import SourcePlace, data_source_ref, source_state
-from rules.datasource.vm import vm_spec, vms_to_follow
-from rules.kube.disclosed import disclosed_spec
-from rules.kube.nodeaffinity import pod_fits_node, required_terms
+from rules.datasource.vm import vm_nodes, vms_to_follow
 from rules.quoting import listed
 
 
@@ -61,7 +57,7 @@ def _elsewhere(stuck: Stuck, place: SourcePlace) -> str | None:
     node = stuck.view.node(place.node)
     if node is None:
         return f"{where}; node {place.node} does not exist"
-    if not pod_fits_node(stuck.spec, node):
+    if not stuck.own.fits(node):
         return f"{where}; the pod's nodeSelector and required node affinity exclude that node"
     why = unusable(node, stuck.spec, scheduled=False)
     return None if why is None else f"{where}; node {place.node} {why[1]}"
@@ -73,20 +69,14 @@ def _vm_apart(stuck: Stuck) -> str | None:
     if stuck.node_name or cdi_worker(stuck.target.metadata) is None:
         return None
     followed = str((stuck.target.metadata.get("annotations") or {}).get(FOLLOWS_VM) or "").split(",")
-    if next(stuck.fitting(stuck.fits_own, stuck.own_groups), None) is not None:
+    if stuck.own.any():
         return None  # it can be scheduled somewhere: not stuck by its constraints
     for follow in vms_to_follow(stuck.view, stuck.target.namespace, stuck.volumes):
         for vm in follow.vms:
             deadline.check()
             if name_of(vm) not in followed:
                 continue
-            spec = disclosed_spec(vm_spec(vm), stuck.policy.disclosed_node_labels)
-            terms = required_terms(spec)
-            nodes = stuck.view.node_set()
-            fits = functools.partial(nodes.contains, nodes.admitting(terms, selector=spec.get("nodeSelector")))
-            groups = [terms] if terms is not None else []
-            vm_nodes = nodes.matching(fits, groups, spec.get("nodeSelector") or None)
-            allowed = sorted(vm_nodes, key=name_of)
+            allowed = sorted(vm_nodes(stuck.view, vm, stuck.policy.disclosed_node_labels).nodes(), key=name_of)
             on = f"it follows VM {name_of(vm)}, which will use claim {follow.claim}"
             if not allowed:
                 return f"{on}: the VM's nodeSelector and required node affinity match no node"

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from rules import deadline
 from rules.causes.stuck import NODE_CORDONED, NODE_NOT_READY, NODE_TAINTED, Cause, Stuck
+from rules.kube.feasible import Feasibility, Filters
 from rules.kube.nodeaffinity import HOSTNAME_LABEL, pinned_node, required_terms
 from rules.quoting import listed
 
@@ -47,9 +48,10 @@ def _hostname_label(stuck: Stuck) -> str | None:
             values = list(requirement.get("values") or [])
             if requirement.get("key") == HOSTNAME_LABEL and requirement.get("operator") == "In" and len(values) == 1:
                 wanted.append(("required node affinity", str(values[0])))
+    labelled = Filters(taints=False, cordon=False, volumes=False, labels=stuck.policy.disclosed_node_labels)
     for where, hostname in wanted:
         deadline.check()
-        if next(stuck.view.node_set().matching(lambda _: True, labels={HOSTNAME_LABEL: hostname}), None):
+        if Feasibility(stuck.view, labelled, selector={HOSTNAME_LABEL: hostname}).any():
             continue
         if stuck.view.node(hostname) is not None:
             # the node is named, its label is not: reports reach the pod's namespace, whose tenants may not read Nodes

@@ -18,6 +18,7 @@ from rules.datasource.scope import cdi_worker
 from rules.datasource.sources import NODE, SourcePlace, source_places
 from rules.kube.conditions import condition
 from rules.kube.disclosed import disclosed_spec
+from rules.kube.feasible import Feasibility, Filters
 from rules.kube.nodeaffinity import required_terms
 from rules.kube.tolerations import untolerated_taint
 from rules.kube.volumes import OWNED, SINGLE_POD, ClaimVolume, node_local_terms
@@ -125,23 +126,23 @@ class Stuck:
         places = source_places(self.view, self.policy, self.target.namespace, self.volumes, upload)
         return [p for p in places if p.kind == NODE]
 
+    def where(self, *, volumes: bool) -> Feasibility:
+        """The nodes the pod's own nodeSelector and required node affinity allow, with its node-local PVs'
+        (`volumes`) or without, on the labels its author may know; taints and cordon are the causes' to tell
+        (`unusable`), so they are not counted. Its node, when it has one, is asked apart."""
+        filters = Filters(taints=False, cordon=False, volumes=volumes, labels=self.policy.disclosed_node_labels)
+        return Feasibility(
+            self.view,
+            filters,
+            selector=self.spec.get("nodeSelector"),
+            terms=required_terms(self.spec),
+            volume_terms=node_local_terms(self.volumes) if volumes else (),
+        )
+
     @functools.cached_property
-    def fits_own(self) -> Callable[[Json], bool]:
-        """`pod_fits_node` for the pod's nodeSelector and required node affinity, as a test of a bit set: the
-        terms are evaluated against every node once (rules/kube/nodeset.py), not once per node."""
-        nodes = self.view.node_set()
-        selector = self.spec.get("nodeSelector")
-        return functools.partial(nodes.contains, nodes.admitting(required_terms(self.spec), selector=selector))
-
-    @property
-    def own_groups(self) -> list[list[Json]]:
-        """The pod's required node affinity as term groups, to narrow the nodes a NodeSet checks."""
-        terms = required_terms(self.spec)
-        return [terms] if terms is not None else []
-
-    def fitting(self, fits: Callable[[Json], bool], groups: list[list[Json]]) -> Iterator[Json]:
-        """The nodes that pass `fits`, checking only those the pod's nodeSelector and `groups` allow."""
-        return self.view.node_set().matching(fits, groups, self.spec.get("nodeSelector") or None)
+    def own(self) -> Feasibility:
+        """`where` without the PVs: the pod's own constraints alone."""
+        return self.where(volumes=False)
 
     def candidates(self) -> Iterator[Json]:
         """The nodes the pod could run on by its own constraints and its volumes' topology: its node when it has
@@ -149,14 +150,7 @@ class Stuck:
         if self.node_name:
             node = self.view.node(self.node_name)
             return iter([node] if node is not None else [])
-        local = node_local_terms(self.volumes)
-        nodes = self.view.node_set()
-        admitted = nodes.admitting(volume_terms=local)
-
-        def fits(node: Json) -> bool:
-            return self.fits_own(node) and nodes.contains(admitted, node)
-
-        return self.fitting(fits, [*self.own_groups, *(list(t) for t in local)])
+        return self.where(volumes=True).nodes()
 
     @functools.cached_property
     def unusable(self) -> dict[str, tuple[str, str]] | None:

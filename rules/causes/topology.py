@@ -3,13 +3,12 @@ the pod may run on meet."""
 
 from __future__ import annotations
 
-import functools
-
 from rules import deadline
 from rules.causes.stuck import Cause, Stuck
 from rules.coscheduling.claimpods import name_of
+from rules.kube.feasible import Feasibility, Filters
 from rules.kube.nodeaffinity import volume_terms_match
-from rules.kube.volumes import ClaimVolume
+from rules.kube.volumes import ClaimVolume, node_local_terms
 from rules.quoting import listed
 
 
@@ -26,15 +25,13 @@ def _volume_topology(stuck: Stuck) -> str | None:
         return None
     if next(stuck.candidates(), None) is not None:
         return None
-    groups = [list(v.pv_terms or ()) for v in local]
-    nodes = stuck.view.node_set()
-    fits = functools.partial(nodes.contains, nodes.admitting(volume_terms=groups))
-    together = sorted(nodes.matching(fits, groups), key=name_of)
+    volumes = Filters(taints=False, cordon=False, volumes=True, labels=stuck.policy.disclosed_node_labels)
+    together = sorted(Feasibility(stuck.view, volumes, volume_terms=node_local_terms(local)).nodes(), key=name_of)
     if not together:
         if len(local) == 1:
             return f"{_pv_of(local[0])}'s node affinity matches no node"
         return f"the node affinities of {listed(local, _pv_of)} have no node in common"
-    if next(stuck.fitting(stuck.fits_own, stuck.own_groups), None) is None:
+    if not stuck.own.any():
         return None  # its own constraints match no node at all: not the volumes' doing
     shown = listed(together, name_of)
     return (

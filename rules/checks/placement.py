@@ -16,15 +16,15 @@ from typing import Any
 
 from rules import deadline
 from rules.context import Context, PodTarget
-from rules.kube.disclosed import disclosed_selector, disclosed_spec, disclosed_terms
+from rules.kube.feasible import Feasibility, on_labels
 from rules.kube.nodeaffinity import (
     REQUIRED,
     node_selector_matches,
     pinned_node,
-    pod_fits_node,
     required_terms,
     term_matches,
     terms_key,
+    terms_match,
     volume_terms_match,
 )
 from rules.kube.volumes import ClaimVolume, node_local_terms
@@ -68,8 +68,8 @@ def placement_consistency(ctx: Context, target: PodTarget) -> None:
     if node_name:
         _check_named_node(ctx, target, str(node_name), local_volumes(volumes))
         return
-    pinned = pinned_node(required_terms(spec))
-    terms = disclosed_terms(required_terms(spec), ctx.policy.disclosed_node_labels)
+    terms = required_terms(spec)
+    pinned = pinned_node(terms)
     node = ctx.view.node(pinned) if pinned else None
     if node is not None:
         away = [lv for lv in local_volumes(volumes) if not volume_terms_match(lv.terms, node)]
@@ -81,8 +81,22 @@ def placement_consistency(ctx: Context, target: PodTarget) -> None:
     _check_satisfiable(ctx, target, terms, volumes)
 
 
+def _own(
+    ctx: Context,
+    target: PodTarget,
+    terms: list[Json] | None,
+    volume_terms: Sequence[Sequence[Json]] = (),
+    key: Hashable | None = None,
+) -> Feasibility:
+    """The pod's constraints on the labels its author may know (what it may be told) and its PVs' terms: taints
+    and cordon change by the minute, so they are not counted."""
+    filters = on_labels(ctx.policy.disclosed_node_labels, volumes=True)
+    selector = target.spec.get("nodeSelector")
+    return Feasibility(ctx.view, filters, selector=selector, terms=terms, volume_terms=volume_terms, key=key)
+
+
 def _check_named_node(ctx: Context, target: PodTarget, node_name: str, local: list[LocalVolume]) -> None:
-    spec = disclosed_spec(target.spec, ctx.policy.disclosed_node_labels)  # what its author may be told
+    own = _own(ctx, target, required_terms(target.spec))
     node = ctx.view.node(node_name)
     if node is None:
         if len(ctx.view.node_set()):
@@ -93,7 +107,7 @@ def _check_named_node(ctx: Context, target: PodTarget, node_name: str, local: li
                 Severity.WARN,
             )
         return
-    selector = spec.get("nodeSelector") or {}
+    selector = own.selector
     if not node_selector_matches(selector, node):
         # the pod's own requirements that fail, never the node's labels: its author may not read Nodes
         misses = [
@@ -106,8 +120,8 @@ def _check_named_node(ctx: Context, target: PodTarget, node_name: str, local: li
             f'node "{node_name}" (spec.nodeName) fails nodeSelector {", ".join(misses)}; {KUBELET}',
             FAMILY,
         )
-    terms = required_terms(spec)
-    if terms is not None and not pod_fits_node({"affinity": spec.get("affinity")}, node):
+    terms = own.terms
+    if terms is not None and not terms_match(terms, node):
         why = "; ".join(f"term {i}: {_failing(term, node)}" for i, term in enumerate(_checked(terms)))
         ctx.report(
             target.field(REQUIRED_PATH),
@@ -120,27 +134,27 @@ def _check_named_node(ctx: Context, target: PodTarget, node_name: str, local: li
 
 
 def _check_satisfiable(
-    ctx: Context, target: PodTarget, required: list[Json] | None, volumes: Sequence[ClaimVolume]
+    ctx: Context, target: PodTarget, terms: list[Json] | None, volumes: Sequence[ClaimVolume]
 ) -> None:
-    """Warn when no known Node passes nodeSelector, required affinity (`required`, its terms) and the PVs' terms
-    together, judged on the labels the pod's author may know (`required` is already read so)."""
-    selector = disclosed_selector(target.spec.get("nodeSelector") or {}, ctx.policy.disclosed_node_labels)
+    """Warn when no known Node passes nodeSelector, required affinity (`terms`) and the PVs' terms together, judged
+    on the labels the pod's author may know."""
+    selector = target.spec.get("nodeSelector") or {}
     volume_terms = node_local_terms(volumes)
-    if not selector and required is None and not volume_terms:
+    if not selector and terms is None and not volume_terms:
         return  # nothing constrains the pod: every node fits
-    nodes = ctx.view.node_set()
     key = (
         "pod",
         tuple(sorted(selector.items())) if selector else (),
-        None if required is None else terms_key(required),
+        None if terms is None else terms_key(terms),
         tuple(_pv_terms_key(v) for v in volumes if v.pv_terms is not None),
     )
-    if nodes.admits_any(key, required, selector=selector, volume_terms=volume_terms) or not len(nodes):
+    own = _own(ctx, target, terms, volume_terms=volume_terms, key=key)
+    if own.any() or not len(own.nodeset):
         return  # some node fits, or no node is known: nothing to tell
     parts = []
-    if selector:
+    if own.selector:
         parts.append("nodeSelector")
-    if required is not None:
+    if own.terms is not None:
         parts.append("required node affinity")
     parts.extend(f'volume "{lv.volume}" (PV {lv.pv})' for lv in local_volumes(volumes))
     ctx.report(
@@ -175,7 +189,7 @@ def describe_terms(terms: Sequence[Mapping[str, Any]]) -> str:
     return " or ".join(shown) or "(no terms: no node)"
 
 
-def _checked(terms: Sequence[Json]) -> Iterator[Json]:
+def _checked(terms: Sequence[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
     """The terms, one deadline check each."""
     for term in terms:
         deadline.check()

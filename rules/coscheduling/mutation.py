@@ -27,8 +27,8 @@ from rules.coscheduling.pinning import (
     unpin_terms,
     write_required,
 )
-from rules.kube.disclosed import disclosed_selector, disclosed_terms
-from rules.kube.nodeaffinity import name_requirement, node_selector_matches, required_terms, terms_match
+from rules.kube.feasible import Feasibility, on_labels
+from rules.kube.nodeaffinity import name_requirement, required_terms
 from rules.kube.tolerations import merge_tolerations
 from rules.kube.volumes import OWNED
 from rules.model import Json
@@ -144,11 +144,9 @@ def _warn_if_excluded(
     obj = ctx.view.node(node)
     if obj is None:
         return
-    # What pod_fits_node asks of a spec, asked of the values directly: no pod spec is built to be read back; on
-    # the labels the pod's author may know (rules/kube/disclosed.py).
-    keys = ctx.policy.disclosed_node_labels
-    node_selector, terms = disclosed_selector(node_selector, keys), disclosed_terms(terms, keys)
-    if not node_selector_matches(node_selector, obj) or (terms and not terms_match(terms, obj)):
+    # Asked of the values directly (no pod spec is built to be read back), on the labels the pod's author may know.
+    own = on_labels(ctx.policy.disclosed_node_labels, volumes=False)
+    if not Feasibility(ctx.view, own, selector=node_selector, terms=terms or None).fits(obj):
         ctx.warn(
             f"{target.field('spec')}: own nodeSelector or node affinity excludes node {node}, which holds claim "
             f"{lead.claim}: the pod will stay Pending"

@@ -11,7 +11,7 @@ check of fields already read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,6 +19,8 @@ from rules import deadline
 from rules.cluster import ClusterView
 from rules.datasource.exposer import UploadSource
 from rules.datasource.populator import is_populator_ref, latest_image
+from rules.kube.disclosed import EVERY_LABEL
+from rules.kube.feasible import Feasibility, Filters
 from rules.kube.referencegrants import reference_granted
 from rules.kube.volumes import SELECTED_NODE, ClaimVolume, claim_pv, pv_required_terms, waits_for_first_consumer
 from rules.model import Json
@@ -212,7 +214,7 @@ def _from_terms(
     view: ClusterView, volume: ClaimVolume, label: str, terms: tuple[Json, ...], content: str
 ) -> SourcePlace:
     """The snapshot's own topology: its one known node, else its terms (any node they admit can restore it)."""
-    nodes = view.node_set().volume_nodes(terms)
+    nodes = volume_nodes(view, terms)
     if len(nodes) == 1:
         return SourcePlace(volume, label, NODE, node=nodes[0], content=content)
     return SourcePlace(volume, label, ZONE, terms=terms, content=content)
@@ -264,8 +266,17 @@ def pv_node(view: ClusterView, pv: Json | None) -> str:
     """The one known node a PV's required node affinity admits; "" when it admits several or none is known (a
     volume other nodes can use too)."""
     terms = pv_required_terms(pv)
-    nodes = view.node_set().volume_nodes(terms) if terms is not None else []
+    nodes = volume_nodes(view, terms) if terms is not None else []
     return nodes[0] if len(nodes) == 1 else ""
+
+
+#: A PV's own question: the nodes its required terms admit (on labels only, as the scheduler reads a PV's).
+_PV_ONLY = Filters(taints=False, cordon=False, volumes=True, labels=EVERY_LABEL)
+
+
+def volume_nodes(view: ClusterView, terms: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The names of the known nodes a PV's required terms admit, sorted."""
+    return sorted(Feasibility(view, _PV_ONLY, volume_terms=[terms]).names())
 
 
 def source_places(

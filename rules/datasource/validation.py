@@ -13,8 +13,7 @@ from rules.datasource.exposer import upload_source
 from rules.datasource.mutation import conflict
 from rules.datasource.scope import in_scope
 from rules.datasource.sources import NODE, source_places
-from rules.kube.disclosed import disclosed_spec
-from rules.kube.nodeaffinity import pod_fits_node
+from rules.kube.feasible import Filters, feasibility
 from rules.kube.workloads import POD_KINDS
 
 FAMILY = "dataSource"
@@ -43,7 +42,8 @@ def check_data_source(ctx: Context, target: PodTarget) -> None:
         )
         return
     node = ctx.view.node(place.node)
-    if node is not None and not pod_fits_node(disclosed_spec(spec, ctx.policy.disclosed_node_labels), node):
+    own = Filters(taints=False, cordon=False, volumes=False, labels=ctx.policy.disclosed_node_labels)
+    if node is not None and not feasibility(ctx.view, spec, own).fits(node):
         ctx.report(
             target.field("spec"),
             f"nodeSelector or required node affinity excludes node {place.node}, where claim {place.claim} "

@@ -26,8 +26,8 @@ from rules.coscheduling.claimpods import name_of
 from rules.coscheduling.pinning import current_terms, write_required
 from rules.datasource.scope import cdi_trust_problem, filling_worker, untrusted_cdi_worker
 from rules.datasource.sources import pv_node
-from rules.kube.disclosed import disclosed_spec
-from rules.kube.nodeaffinity import and_terms, node_selector_matches, required_terms, terms_match
+from rules.kube.feasible import Feasibility, Filters
+from rules.kube.nodeaffinity import and_terms, required_terms
 from rules.kube.tolerations import merge_tolerations
 from rules.kube.volumes import ClaimVolume, claim_pv, waits_for_first_consumer
 from rules.model import Json
@@ -95,6 +95,15 @@ def vm_spec(vm: Mapping[str, Any]) -> Mapping[str, Any]:
     return ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
 
 
+def vm_nodes(view: ClusterView, vm: Mapping[str, Any], keys: frozenset[str]) -> Feasibility:
+    """Where the VM's pods may run by its own nodeSelector and required node affinity, judged on the label keys
+    `keys` (what the VM's author may know). A VM's template names no node, and its taints and disks are asked
+    apart."""
+    spec = vm_spec(vm)
+    own = Filters(taints=False, cordon=False, volumes=False, labels=keys)
+    return Feasibility(view, own, selector=spec.get("nodeSelector"), terms=required_terms(spec))
+
+
 def follow_vm(ctx: Context, target: PodTarget) -> None:
     """The mutating rule for CDI workers; policy `cdi.followVM` turns it off."""
     component = filling_worker(target)
@@ -160,10 +169,9 @@ def vm_disk_problems(vm: Mapping[str, Any], view: ClusterView, keys: frozenset[s
     """(field, message) for each disk of a VM already bound on a node the VM's constraints exclude: the VM can
     never start there, whoever bound it."""
     namespace = str((vm.get("metadata") or {}).get("namespace") or "")
-    spec, name = disclosed_spec(vm_spec(vm), keys), name_of(vm)  # on what the VM's author may know: `keys`
-    selector = spec.get("nodeSelector") or {}
-    terms = required_terms(spec)
-    if not selector and terms is None:
+    where, name = vm_nodes(view, vm, keys), name_of(vm)
+    selector = where.selector
+    if not selector and where.terms is None:
         return []
     problems = []
     for claim in vm_claims(vm):
@@ -175,14 +183,11 @@ def vm_disk_problems(vm: Mapping[str, Any], view: ClusterView, keys: frozenset[s
         node = view.node(node_name) if node_name else None
         if node is None:
             continue
-        if not node_selector_matches(selector, node):
-            labels = (node.get("metadata") or {}).get("labels") or {}
-            key = next(k for k, v in selector.items() if labels.get(k) != v)
-            failed = f'nodeSelector {key}="{selector[key]}"'
-        elif terms is not None and not terms_match(terms, node):
-            failed = "required node affinity"
-        else:
+        if where.fits(node):
             continue
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        key = next((k for k, v in selector.items() if labels.get(k) != v), None)
+        failed = "required node affinity" if key is None else f'nodeSelector {key}="{selector[key]}"'
         problems.append(
             (
                 "spec.template.spec",

@@ -8,7 +8,8 @@ the constraints the author wrote are judged on the labels a tenant may know: the
 kubelet and the cloud providers set (any tenant reads them in the scheduler's own events and in the topology
 spread it may ask for) and the keys the policy itself names. A requirement on any other key is left out, as if
 it held on every node: it can neither make a node fail nor make one fit. A requirement the API could not parse
-stays: its term matches no node whatever the labels are.
+stays: its term matches no node whatever the labels are. A rule asks rules/kube/feasible.py with
+`Filters(labels=policy.disclosed_node_labels)`, which reads the pod's constraints so.
 
 The kubelet and the scheduler still apply the whole pod, so a pod whose undisclosed requirements fail stays
 Pending, and the scheduler says so to its author with counts alone.
@@ -16,12 +17,11 @@ Pending, and the scheduler says so to its author with counts alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rules import deadline
 from rules.kube.nodeaffinity import REQUIRED_KEY, required_node_affinity, selector_terms, term_parses
-from rules.model import Json
 
 #: The node labels kubelet and the cloud providers set, with their deprecated beta forms
 #: (kubernetes/kubernetes staging/src/k8s.io/api/core/v1/well_known_labels.go).
@@ -82,13 +82,15 @@ def disclosed_selector(selector: Mapping[str, str], keys: frozenset[str]) -> Map
     return {key: value for key, value in selector.items() if key in keys}
 
 
-def disclosed_terms(terms: list[Json] | None, keys: frozenset[str]) -> list[Json] | None:
+def disclosed_terms(
+    terms: Sequence[Mapping[str, Any]] | None, keys: frozenset[str]
+) -> Sequence[Mapping[str, Any]] | None:
     """Required node selector terms without their parsed requirements on undisclosed keys; None (no constraint)
     when a term held only such requirements, as that term may hold on any node. The same list when nothing is
     left out."""
     if terms is None:
         return None
-    out: list[Json] | None = None
+    out: list[Mapping[str, Any]] | None = None
     for index, term in enumerate(terms):
         deadline.check()
         expressions = term.get("matchExpressions") or ()
@@ -107,8 +109,9 @@ def disclosed_terms(terms: list[Json] | None, keys: frozenset[str]) -> list[Json
 
 def disclosed_spec(spec: Mapping[str, Any], keys: frozenset[str]) -> Mapping[str, Any]:
     """A pod spec whose nodeSelector and required node affinity are read as `disclosed_selector` and
-    `disclosed_terms` read them, for `pod_fits_node` and every other check of the pod against nodes; the same
-    spec when it names no undisclosed key. Never a patch's base: the pod keeps all it asked for."""
+    `disclosed_terms` read them, for what a cause reads of the spec besides where it may run (which
+    rules/kube/feasible.py judges with `Filters.labels`); the same spec when it names no undisclosed key. Never a
+    patch's base: the pod keeps all it asked for."""
     selector = spec.get("nodeSelector") or {}
     shown_selector = disclosed_selector(selector, keys)
     required = required_node_affinity(spec)

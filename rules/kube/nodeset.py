@@ -1,24 +1,23 @@
-"""The known Nodes as rules ask about them: "does any node fit these constraints?", at a cost that does not grow
-with the node count.
+"""The known Nodes as rules/kube/feasible.py asks about them: "which nodes fit these constraints?", at a cost that
+does not grow with the node count. Rules ask through `Feasibility` there, never here: this is its engine.
 
-Three rules ask it for every pod they see (a backup pod's load affinity, a pod's nodeSelector and required
-affinity against its local PVs, a loadAffinity entry against the cluster). Walking every Node made a backup review
-cost more at 10,000 nodes than at 100. A NodeSet is an immutable snapshot of the nodes' names and labels with an
-index from each label to the nodes that carry it: a question costs its requirements, not its requirements × the
-nodes, and the answer is remembered until the snapshot is replaced (the cluster
-index builds a new one only when a node is added, removed, relabelled, tainted or cordoned, not on every status
-update).
+A review asks it for every pod it sees (a backup pod's load affinity, a pod's nodeSelector and required affinity
+against its local PVs, a loadAffinity entry against the cluster). Walking every Node made a backup review cost
+more at 10,000 nodes than at 100. A NodeSet is an immutable snapshot of the nodes' names and labels with an index
+from each label to the nodes that carry it: a question costs its requirements, not its requirements × the nodes,
+and the answer is remembered until the snapshot is replaced (the cluster index builds a new one only when a node
+is added, removed, relabelled, tainted or cordoned, not on every status update).
 
 `NotIn` and `DoesNotExist` match the nodes *without* a label, which a label index cannot narrow: a pod of 1,000
 such terms made every check of 1,000 nodes a million term evaluations. So terms are evaluated against all nodes at
 once (`admitting`): each node is a bit of an integer, each label value the set of bits of the nodes that carry it,
 and a requirement is a few integer operations whatever the node count (`Gt`/`Lt` a bisection,
 rules/kube/intlabels.py). A term is parsed once per question, never once per node; the semantics (unparsable
-requirements, matchFields, NotIn on a missing label) are those of rules/kube/nodeaffinity.py, which a property
-test compares node by node.
+requirements, matchFields, NotIn on a missing label) are those of rules/kube/nodeaffinity.py, which property
+tests compare node by node.
 
-A question with its own check of each node (`any_fits`, `matching`: taints, a node-agent) is narrowed the same way
-first: only the nodes its terms and nodeSelector admit are handed to its predicate.
+A question with its own check of each node (`matching`: taints, cordon) hands its predicate only the nodes of a
+bit set from `admitting`.
 """
 
 from __future__ import annotations
@@ -76,53 +75,23 @@ class NodeSet:
         """The node of that name in this snapshot (no lookup beyond it)."""
         return self._nodes.get(name)
 
-    def any_fits(
-        self,
-        key: Hashable,
-        fits: Predicate,
-        groups: Sequence[Sequence[Mapping[str, Any]]] = (),
-        labels: Mapping[str, str] | None = None,
-        *,
-        within: int | None = None,
-    ) -> bool:
-        """Whether some node passes `fits`, remembered under `key` (which must identify the question exactly).
+    def answer(self, key: Hashable, compute: Callable[[], bool]) -> bool:
+        """A yes/no answer remembered under `key` (which must identify the question exactly) for the snapshot's
+        lifetime: a question asked again costs one lookup."""
+        return self._memo.get(key, compute)
 
-        `groups` (ORed term lists that must each hold), `labels` (a nodeSelector) and `within` (a bit set from
-        `admitting`) are requirements `fits` also checks: they only narrow the nodes checked, so they may leave out
-        what `fits` checks, never add to it.
-        """
-        return self._memo.get(key, lambda: any(fits(node) for node in self._narrowed(groups, labels, within)))
+    def matching(self, fits: Predicate, *, within: int | None = None) -> Iterator[Json]:
+        """The nodes of `within` (a bit set from `admitting`; None: every node) that pass `fits`, lazily, in the
+        snapshot's order. Not memoised: the audit asks it for the few pods that are stuck."""
+        return (node for node in self._within(within) if fits(node))
 
-    def matching(
-        self,
-        fits: Predicate,
-        groups: Sequence[Sequence[Mapping[str, Any]]] = (),
-        labels: Mapping[str, str] | None = None,
-        *,
-        within: int | None = None,
-    ) -> Iterator[Json]:
-        """The nodes that pass `fits`, lazily, in the snapshot's order; `groups`, `labels` and `within` narrow the
-        nodes checked as in `any_fits`. Not memoised: the audit asks it for the few pods that are stuck."""
-        return (node for node in self._narrowed(groups, labels, within) if fits(node))
-
-    def names_matching(
-        self,
-        key: Hashable,
-        fits: Predicate,
-        groups: Sequence[Sequence[Mapping[str, Any]]] = (),
-        labels: Mapping[str, str] | None = None,
-        *,
-        within: int | None = None,
-    ) -> frozenset[str]:
-        """The names of the nodes that pass `fits`, remembered under `key` like `any_fits` (same narrowing).
-
-        For questions that need the nodes themselves (which of them run a node-agent), not only whether one fits.
-        """
+    def names_matching(self, key: Hashable, fits: Predicate, *, within: int | None = None) -> frozenset[str]:
+        """The names of the nodes `matching` yields, remembered under `key` like `answer`: for questions that need
+        the nodes themselves (which of them run a node-agent), not only whether one fits."""
         return self._sets.get(
             key,
             lambda: frozenset(
-                str((node.get("metadata") or {}).get("name") or "")
-                for node in self.matching(fits, groups, labels, within=within)
+                str((node.get("metadata") or {}).get("name") or "") for node in self.matching(fits, within=within)
             ),
         )
 
@@ -135,17 +104,9 @@ class NodeSet:
         index = self._index
         return bits_of((index[name] for name in names if name in index), len(self._nodes))
 
-    def _narrowed(
-        self, groups: Sequence[Sequence[Mapping[str, Any]]], labels: Mapping[str, str] | None, within: int | None
-    ) -> Iterator[Json]:
-        """The nodes that may satisfy the groups, the nodeSelector `labels` and `within` (a superset of those that
-        do), one deadline check each: the bits of each requirement once, then only the nodes left."""
+    def _within(self, within: int | None) -> Iterator[Json]:
+        """The nodes of a bit set, one deadline check each."""
         mask = self._all if within is None else within & self._all
-        for terms in groups:
-            deadline.check()
-            mask &= self._candidate_bits(terms)
-        for label, value in (labels or {}).items():
-            mask &= self._label(str(label), str(value))
         if mask == self._all:
             for node in self._list:
                 deadline.check()
@@ -155,28 +116,6 @@ class NodeSet:
             deadline.check()
             yield self._list[index]
 
-    def _candidate_bits(self, terms: Sequence[Mapping[str, Any]]) -> int:
-        """A superset of the nodes some term matches, read as a pod's terms or as a PV's: requirements on labels
-        exactly, `matchFields` only where both readings agree (`metadata.name In [node]` holds on that node at
-        most)."""
-        mask = 0
-        for term in terms:
-            deadline.check()
-            if not term_parses(term):
-                continue  # a term the API cannot parse matches no node
-            bits = self._all
-            for requirement in term.get("matchExpressions") or ():
-                bits &= self._expression_bits(requirement)
-            for requirement in term.get("matchFields") or ():
-                operator, values = requirement.get("operator"), requirement.get("values") or []
-                if operator not in ("In", "NotIn") or len(values) != 1:
-                    bits = 0  # matches no node, however read
-                elif operator == "In" and requirement.get("key") == "metadata.name" and values[0] != "":
-                    index = self._index.get(values[0])
-                    bits &= 0 if index is None else 1 << index
-            mask |= bits
-        return mask
-
     def admitting(
         self,
         terms: Sequence[Mapping[str, Any]] | None = None,
@@ -184,7 +123,7 @@ class NodeSet:
         selector: Mapping[str, str] | None = None,
         volume_terms: Iterable[Sequence[Mapping[str, Any]]] = (),
     ) -> int:
-        """The nodes (a bit set for `contains`) that pass required terms (None: no constraint) as `terms_match`
+        """The nodes (a bit set) that pass required terms (None: no constraint) as `terms_match`
         checks them, a nodeSelector, and PV terms as `volume_terms_match` checks them (on labels only).
 
         What `pod_fits_node` and `volume_terms_match` answer node by node, at a cost linear in the terms and not
@@ -196,23 +135,6 @@ class NodeSet:
         for pv_terms in volume_terms:
             mask &= self._terms_bits(pv_terms, by_name=False)
         return mask
-
-    def admits_any(
-        self,
-        key: Hashable,
-        terms: Sequence[Mapping[str, Any]] | None = None,
-        *,
-        selector: Mapping[str, str] | None = None,
-        volume_terms: Sequence[Sequence[Mapping[str, Any]]] = (),
-    ) -> bool:
-        """Whether some node passes what `admitting` checks, remembered under `key` (which must identify the
-        question exactly): a question asked again costs one lookup."""
-        return self._memo.get(key, lambda: bool(self.admitting(terms, selector=selector, volume_terms=volume_terms)))
-
-    def contains(self, mask: int, node: Mapping[str, Any]) -> bool:
-        """Whether the node (one of this snapshot's) is in a bit set from `admitting`."""
-        index = self._index.get(str((node.get("metadata") or {}).get("name") or ""))
-        return index is not None and bool(mask >> index & 1)
 
     def _terms_bits(self, terms: Sequence[Mapping[str, Any]], *, by_name: bool) -> int:
         """The nodes some term matches; `by_name=False` reads them as a PV's terms are read: without a name."""
@@ -294,11 +216,6 @@ class NodeSet:
             index = self._index
             found = self._label_bits[(key, value)] = bits_of((index[name] for name in names), len(self._nodes))
         return found
-
-    def volume_nodes(self, terms: Sequence[Mapping[str, Any]]) -> list[str]:
-        """The names of the nodes a PV's required terms admit, sorted, checked on labels only as the scheduler
-        checks a PV (`volume_terms_match`), all nodes at once."""
-        return sorted(self.names(self._terms_bits(terms, by_name=False)))
 
 
 def _indices(mask: int) -> Iterator[int]:

@@ -15,6 +15,8 @@ from typing import Any
 
 from rules import deadline
 from rules.cluster import ClusterView
+from rules.kube.disclosed import EVERY_LABEL
+from rules.kube.feasible import Feasibility, Filters
 from rules.kube.names import dns1123_subdomain_error
 from rules.kube.nodeaffinity import NODE_OPERATORS, label_selector_term, terms_key
 from rules.kube.selectors import Problem, selector_problems, type_name
@@ -128,10 +130,11 @@ def entry_cluster_problems(
 
     Entries with errors are skipped (they are reported as such). With no Node known (offline review without cluster
     state), or `against_nodes` false (entries whose author may not learn about nodes), the node check is skipped.
-    Each selector is one node question: parsed once and evaluated against every node at once (NodeSet.admits_any).
+    Each selector is one node question (rules/kube/feasible.py), on every label: the operator wrote it.
     """
     problems: list[Problem] = []
     nodes = view.node_set()
+    labels_only = Filters(taints=False, cordon=False, volumes=False, labels=EVERY_LABEL)
     for i, entry in enumerate(entries):
         deadline.check()
         if load_affinity_problems([entry], "")[0]:
@@ -143,7 +146,7 @@ def entry_cluster_problems(
         selector = entry.get("nodeSelector")
         if against_nodes and len(nodes) and isinstance(selector, Mapping):
             term = label_selector_term(selector)
-            if not nodes.admits_any(("term", terms_key([term])), [term]):
+            if not Feasibility(nodes, labels_only, terms=[term], key=("term", terms_key([term]))).any():
                 problems.append(
                     (
                         f"{at}.nodeSelector",

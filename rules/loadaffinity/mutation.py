@@ -29,6 +29,8 @@ from rules.coscheduling.pinning import (
     placement_mode,
     write_required,
 )
+from rules.kube.disclosed import EVERY_LABEL
+from rules.kube.feasible import Feasibility, Filters
 from rules.kube.names import dns1123_subdomain_error
 from rules.kube.nodeaffinity import (
     REQUIRED,
@@ -358,6 +360,11 @@ def combine_terms(current: list[Json] | None, load: LoadTerms, volumes: Sequence
     return _COMBINED.by_identity(tuple(volume.pv for volume in local), (current_key, load.key), compute)
 
 
+#: Whether the terms load affinity writes leave a node: on labels, every key (the terms are the policy's and the
+#: PVs', the pod's own only where they imply them).
+_LABELS = Filters(taints=False, cordon=False, volumes=False, labels=EVERY_LABEL)
+
+
 def apply_terms(ctx: Context, target: PodTarget, load: LoadTerms, volumes: Sequence[ClaimVolume]) -> None:
     combined = combine_terms(current_terms(target), load, volumes)
     if combined.changed:
@@ -365,7 +372,7 @@ def apply_terms(ctx: Context, target: PodTarget, load: LoadTerms, volumes: Seque
             raise placement_over_budget(combined.excess, target.field("spec." + ".".join(REQUIRED)))
         write_required(target, combined.terms, prepared=True)
     nodes = ctx.view.node_set()
-    if len(nodes) and not nodes.admits_any(("terms", combined.key), combined.terms):
+    if len(nodes) and not Feasibility(nodes, _LABELS, terms=combined.terms, key=("terms", combined.key)).any():
         ctx.warn(
             f"load affinity leaves none of the {counted(len(nodes), 'known node')} for this pod: it would stay Pending"
         )

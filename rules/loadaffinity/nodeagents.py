@@ -30,6 +30,8 @@ from rules.annotations import NODE_AGENT_RESTRICTED
 from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
 from rules.coscheduling.pinning import current_terms, write_required
+from rules.kube.disclosed import EVERY_LABEL
+from rules.kube.feasible import Feasibility, Filters
 from rules.kube.nodeaffinity import (
     label_selector_term,
     merge_terms,
@@ -40,7 +42,7 @@ from rules.kube.nodeaffinity import (
 )
 from rules.kube.nodeset import NodeSet
 from rules.kube.selectors import Problem
-from rules.kube.tolerations import Tolerated, node_tolerated, toleration_key
+from rules.kube.tolerations import toleration_key
 from rules.loadaffinity.agents import NodeAgents
 from rules.loadaffinity.entries import load_affinity_problems
 from rules.memo import Memo, json_weight
@@ -174,13 +176,21 @@ def warn_selected_node(ctx: Context, target: PodTarget, node: str) -> None:
 def admissible_nodes(nodes: NodeSet, constraints: Constraints) -> frozenset[str]:
     """The known nodes a pod with these constraints may be scheduled on: its terms and nodeSelector evaluated
     against every node at once, then the taints of only the nodes they admit."""
-    tolerations = Tolerated(constraints.tolerations)  # judged against every admitted node's taints
+    return Feasibility(
+        nodes,
+        _TAINTED,
+        selector=constraints.selector,
+        terms=constraints.terms,
+        tolerations=constraints.tolerations,
+        key=("admissible", constraints.key()),
+    ).names()
 
-    def fits(node: Json) -> bool:
-        return node_tolerated(tolerations, node)
 
-    within = nodes.admitting(constraints.terms, selector=constraints.selector)
-    return nodes.names_matching(("admissible", constraints.key()), fits, within=within)
+#: A data mover's admissible nodes: Velero's exposers leave out the nodes whose taints it does not tolerate, and
+#: not cordoned ones (the scheduler does). Only the operator reads the answer: on every label.
+_TAINTED = Filters(taints=True, cordon=False, volumes=False, labels=EVERY_LABEL)
+#: A node question on labels alone (the terms the split writes, the operator's entries).
+_LABELS = Filters(taints=False, cordon=False, volumes=False, labels=EVERY_LABEL)
 
 
 def restriction(
@@ -218,7 +228,7 @@ def _named(nodes: NodeSet, base: list[Json] | None, with_agent: frozenset[str], 
     written = 0
     for i, term in enumerate(base):
         deadline.check()
-        names = nodes.names(nodes.admitting([term]) & within)
+        names = nodes.names(Feasibility(nodes, _LABELS, terms=[term]).mask & within)
         written += len(names)
         if written > cap:
             return None
@@ -251,7 +261,7 @@ def entry_nodes(entries: Iterable[Any], view: ClusterView, namespace: str) -> li
         deadline.check()
         if load_affinity_problems([entry], "")[0]:
             continue  # reported as errors elsewhere
-        matching = nodes.admitting([label_selector_term(entry["nodeSelector"])])
+        matching = Feasibility(nodes, _LABELS, terms=[label_selector_term(entry["nodeSelector"])]).mask
         storage_class = str(entry.get("storageClass") or "")
         out.append(EntryNodes(i, storage_class, matching.bit_count(), (matching & ready).bit_count()))
     return out

@@ -105,9 +105,9 @@ KEYS |= {"placement", "terms_written", "node_checks"}
 def counting(calls: list[int], real: Callable[..., Any]) -> Callable[..., Any]:
     """`real`, appending to `calls` at each call: the work a test bounds is counted, never timed."""
 
-    def counted(*args: Any) -> Any:
+    def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
-        return real(*args)
+        return real(*args, **kwargs)
 
     return counted
 

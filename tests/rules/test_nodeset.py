@@ -3,7 +3,6 @@ node's name or labels change."""
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from hypothesis import given, settings
@@ -75,7 +74,7 @@ terms = st.lists(term(), max_size=3)
     pv_terms=st.lists(terms, max_size=2),
     selector=st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES[:4]), max_size=2),
 )
-def test_any_fits_is_the_walk_over_every_node(
+def test_the_bit_sets_are_the_walk_over_every_node(
     cluster: list[Json], required: list[Json] | None, pv_terms: list[list[Json]], selector: dict[str, str]
 ) -> None:
     spec: Json = {"nodeSelector": selector}
@@ -88,24 +87,19 @@ def test_any_fits_is_the_walk_over_every_node(
         return pod_fits_node(spec, candidate) and all(volume_terms_match(t, candidate) for t in pv_terms)
 
     own = required_terms(spec)  # no terms: no required node affinity
-    groups = [*pv_terms, *([own] if own is not None else [])]
     expected = any(fits(n) for n in cluster)
     nodeset = NodeSet(cluster)
-    assert nodeset.any_fits("question", fits, groups, selector) is expected
-    assert nodeset.any_fits("question", fits, groups, selector) is expected  # remembered
-    # the nodes themselves, for the audit's stuck pods: the same narrowing, every match
-    matched = sorted(id(n) for n in nodeset.matching(fits, groups, selector))
-    assert matched == sorted(id(n) for n in NodeSet(cluster) if fits(n))
-    if required is not None:
-        assert NodeSet(cluster).any_fits("terms", partial(terms_match, required), [required]) is any(
-            terms_match(required, n) for n in cluster
-        )
     # every node at once, as a bit set: what `fits` says of each node (unparsable terms, matchFields that a PV's
     # terms never see, NotIn on a missing label, Gt/Lt)
     admitted = nodeset.admitting(own, selector=selector, volume_terms=pv_terms)
-    assert [nodeset.contains(admitted, n) for n in nodeset] == [fits(n) for n in nodeset]
-    assert not nodeset.contains(admitted, node("not-in-the-snapshot"))
-    assert NodeSet(cluster).admits_any("question", own, selector=selector, volume_terms=pv_terms) is expected
+    assert nodeset.names(admitted) == [n["metadata"]["name"] for n in cluster if fits(n)]
+    assert nodeset.mask_of(["not-in-the-snapshot"]) == 0
+    # the nodes themselves, for the audit's stuck pods: every match, in order
+    assert [id(n) for n in nodeset.matching(fits, within=admitted)] == [id(n) for n in cluster if fits(n)]
+    assert nodeset.answer("question", lambda: bool(admitted)) is expected
+    assert nodeset.answer("question", lambda: not expected) is expected  # remembered
+    if required is not None:
+        assert bool(NodeSet(cluster).admitting(required)) is any(terms_match(required, n) for n in cluster)
 
 
 def test_admitting_evaluates_each_term_once_whatever_the_node_count(monkeypatch: Any) -> None:
@@ -132,9 +126,10 @@ def test_an_answer_is_remembered_per_key_for_the_snapshot() -> None:
         return bool(candidate["metadata"]["labels"]["zone"] == "b")
 
     zone_b = [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]
-    assert nodeset.any_fits(("zone", "b"), fits, [zone_b]) is True
-    assert asked == ["n2"]  # only the node the label index allows is checked
-    assert nodeset.any_fits(("zone", "b"), fits, [zone_b]) is True
+    within = nodeset.admitting(zone_b)
+    assert nodeset.names_matching(("zone", "b"), fits, within=within) == {"n2"}
+    assert asked == ["n2"]  # only the node the bit set admits is checked
+    assert nodeset.names_matching(("zone", "b"), fits, within=within) == {"n2"}
     assert asked == ["n2"]  # the second answer is the first
 
 
@@ -163,9 +158,9 @@ def test_the_index_renews_its_snapshot_only_when_names_labels_taints_or_readines
     relabelled = index.node_set()
     assert relabelled is not first
     zone_c = [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["c"]}]}]
-    assert relabelled.any_fits("c", partial(terms_match, zone_c), [zone_c]) is True
+    assert relabelled.names(relabelled.admitting(zone_c)) == ["n1"]
     index.remove(node("n1"))
-    assert index.node_set().any_fits("c", partial(terms_match, zone_c), [zone_c]) is False
+    assert index.node_set().admitting(zone_c) == 0
     index.apply({"kind": "Node", "apiVersion": "v1", "metadata": {"name": "bare"}})  # a new node without labels
     assert "bare" in {n["metadata"]["name"] for n in index.node_set()}
     index.replace_kind("Node", [node("n3", zone="c")])

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from rules import pipeline
 from rules.checks import placement
 from rules.kube import nodeaffinity
+from rules.kube.disclosed import EVERY_LABEL
+from rules.kube.feasible import Feasibility, Filters
 from rules.kube.intlabels import BLOCK, IntegerLabel
 from rules.kube.nodeaffinity import label_selector_term, merge_terms, name_requirement, term_parses, terms_match
 from rules.kube.nodeset import NodeSet
@@ -105,7 +107,7 @@ def test_node_agent_counts_are_linear(count: int, requirements: int, node_count:
 def _validate_counting(monkeypatch: pytest.MonkeyPatch, pod: Json, nodes: list[Json]) -> tuple[list[str], int]:
     """The validation warnings of `pod`, and how many node questions were asked."""
     asked: list[int] = []
-    for name in ("admitting", "admits_any", "any_fits", "names_matching", "matching"):
+    for name in ("admitting", "answer", "names_matching", "matching"):
         monkeypatch.setattr(NodeSet, name, counting(asked, getattr(NodeSet, name)))
     decision = pipeline.validate(subject(pod), view_from(*nodes), policy())
     return list(decision.warnings), len(asked)
@@ -199,7 +201,7 @@ def test_gt_parses_each_label_value_once_per_snapshot(terms: int, node_count: in
         with pytest.MonkeyPatch.context() as patched:
             patched.setattr("rules.kube.intlabels.is_int64", counting(parsed, is_int64))
             admitted = cluster.admitting(gt(count))
-        assert [cluster.contains(admitted, n) for n in nodes] == [terms_match(gt(count), n) for n in nodes]
+        assert cluster.names(admitted) == [n["metadata"]["name"] for n in nodes if terms_match(gt(count), n)]
         assert len(parsed) == node_count  # each distinct value once, whatever the number of terms
 
 
@@ -295,9 +297,10 @@ def test_volume_nodes_and_within_are_the_walk(node_count: int, zone: str, pinned
         {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]},
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [f"node-{pinned:05d}"]}]},
     ]
-    assert cluster.volume_nodes(pv_terms) == sorted(
+    pv_only = Filters(taints=False, cordon=False, volumes=True, labels=EVERY_LABEL)
+    assert Feasibility(cluster, pv_only, volume_terms=[pv_terms]).names() == {
         n["metadata"]["name"] for n in nodes if nodeaffinity.volume_terms_match(pv_terms, n)
-    )
+    }
     admitted = cluster.admitting(pv_terms)
     walked = [n for n in nodes if terms_match(pv_terms, n)]
     assert list(cluster.matching(lambda _: True, within=admitted)) == walked

@@ -132,7 +132,9 @@ def run(args: argparse.Namespace) -> int:
 
 def run_case(suite: Suite, case: Case) -> list[Failure]:
     """Review the case's object as `review` does, and what it expects that did not come."""
-    from rules.kube.feasible import feasible_nodes, pod_of
+    from rules.kube.disclosed import EVERY_LABEL
+    from rules.kube.feasible import Filters, feasibility, pod_of
+    from rules.kube.volumes import claim_volumes, node_local_terms
     from rules.loadaffinity.movertolerations import data_mover_tolerations
     from webhook.cli.review import review
 
@@ -146,7 +148,10 @@ def run_case(suite: Suite, case: Case) -> list[Failure]:
         velero = data_mover_tolerations(
             suite.view, suite.policy, subject.namespace, pod[0], subject.user, kind=subject.kind
         )
-        nodes = feasible_nodes(suite.view, subject.namespace, *pod, velero)
+        # The scheduler's view: every filter the pod, its claims and the Nodes decide, Velero's tolerations its own.
+        scheduler = Filters(taints=True, cordon=True, volumes=True, labels=EVERY_LABEL, tolerations=velero)
+        local = node_local_terms(claim_volumes(suite.view, subject.namespace, *pod))
+        nodes = sorted(feasibility(suite.view, pod[1], scheduler, volume_terms=local).names())
     if pod is not None:
         tolerations = list(pod[1].get("tolerations") or [])
     outcome = Outcome(
