@@ -61,12 +61,14 @@ def sent(hook: str, operation: str, obj: Any, old: Any, roles: Any, *, only_stor
     matchCondition is true (an error would fail the call)."""
     if (str(obj.get("kind")).lower() + "s", operation) not in _registered()[hook]:
         return False
-    key = [json.dumps(v, sort_keys=True) for v in (obj, old, roles)]
-    return _evaluated(hook, operation, *key, only_storage_pods)
+    review = (operation, json.dumps(obj, sort_keys=True), json.dumps(old, sort_keys=True))
+    return _evaluated(hook, review, json.dumps(roles, sort_keys=True), only_storage_pods)
 
 
 @functools.cache
-def _evaluated(hook: str, operation: str, obj: str, old: str, roles: str, only_storage_pods: bool) -> bool:
+def _evaluated(hook: str, review: tuple[str, str, str], roles: str, only_storage_pods: bool) -> bool:
+    """`sent` past the rules, for a review as (operation, object, old object) and the roles, in JSON."""
+    operation, obj, old = review
     activation = {
         "object": json_to_cel(json.loads(obj)),
         "oldObject": json_to_cel(json.loads(old)),
