@@ -54,6 +54,14 @@ def _distant_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(deadline, "REVIEW_SECONDS", IN_PROCESS_DEADLINE_S)
 
 
+@pytest.fixture(autouse=True)
+def _no_terminal_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No $COLUMNS or $LINES from whatever ran pytest: a pytest-xdist worker sets COLUMNS=80, and an audit table
+    written off a terminal wraps to $COLUMNS. The tests of the terminal width set them themselves."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 @pytest.fixture
 def client() -> FlaskClient:
     """The default policy over examples/cluster.yaml, with the benchmark's trivial `/allow` endpoint and a
