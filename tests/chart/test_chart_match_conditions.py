@@ -5,6 +5,10 @@ template conditions are evaluated with a CEL interpreter (cel-python) on every P
 corpora and workloads made of them (tests/chart/cel_corpus.py): wherever no webhook's rules and matchConditions
 send a review, the in-process pipeline must answer allowed, with no patch, no warning and no finding, since the
 API server will never ask it.
+
+cel-python interprets an expression by walking its tree, some 10 ms per webhook and object: each verdict is computed
+once per distinct (webhook, operation, object, old object, roles) and shared by the tests of this module, which
+therefore run on one pytest-xdist worker.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ VALIDATE = "validate.storage-affinity.io"
 WORKLOADS = "workloads.validate.storage-affinity.io"
 VALIDATING = (VALIDATE, WORKLOADS)
 _ENV = celpy.Environment()
+
+pytestmark = pytest.mark.xdist_group("match-conditions")
 
 
 @functools.cache
@@ -55,13 +61,21 @@ def sent(hook: str, operation: str, obj: Any, old: Any, roles: Any, *, only_stor
     matchCondition is true (an error would fail the call)."""
     if (str(obj.get("kind")).lower() + "s", operation) not in _registered()[hook]:
         return False
+    review = (operation, json.dumps(obj, sort_keys=True), json.dumps(old, sort_keys=True))
+    return _evaluated(hook, review, json.dumps(roles, sort_keys=True), only_storage_pods)
+
+
+@functools.cache
+def _evaluated(hook: str, review: tuple[str, str, str], roles: str, only_storage_pods: bool) -> bool:
+    """`sent` past the rules, for a review as (operation, object, old object) and the roles, in JSON."""
+    operation, obj, old = review
     activation = {
-        "object": json_to_cel(obj),
-        "oldObject": json_to_cel(old),
+        "object": json_to_cel(json.loads(obj)),
+        "oldObject": json_to_cel(json.loads(old)),
         "request": json_to_cel({"operation": operation}),
     }
     results = []
-    for name, program in _programs(json.dumps(roles, sort_keys=True), only_storage_pods)[hook]:
+    for name, program in _programs(roles, only_storage_pods)[hook]:
         result = program.evaluate(activation)
         assert isinstance(result, celpy.celtypes.BoolType), f"{name} gave {result!r}, not a bool"
         results.append(bool(result))
