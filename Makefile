@@ -93,12 +93,13 @@ dist: $(RUNTIME) ## build the wheel and sdist into $(DIST)/ (pipx install $(DIST
 	$(BIN)/python -m pip install --quiet build
 	$(BIN)/python -m build --outdir $(DIST) .
 
-# The installs run at once (pip, apt-get, helm's download: mostly waiting on the network), then lint, then one pytest
-# run over every test, unit and chart, on every core.
-test: ## install, lint, then run every test on every core (apt-get installs hey, wrk, valgrind, prometheus, kubectl if missing)
+# The installs run at once (pip, apt-get, helm's download: mostly waiting on the network), then the lint beside one
+# pytest run over every test, unit and chart, on every core; either failing fails the target.
+test: ## install, then lint and run every test on every core (apt-get installs hey, wrk, valgrind, prometheus, kubectl if missing)
 	@$(MAKE) --no-print-directory -j3 $(STAMP) $(HELM) tools
-	@$(MAKE) --no-print-directory lint
-	$(PYTEST) --durations=25 $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory lint & lint=$$!; \
+		$(PYTEST) --durations=25 $(PYTEST_ARGS); tests=$$?; \
+		wait $$lint || { echo "make test: the lint failed" >&2; exit 1; }; exit $$tests
 
 fuzz: $(STAMP) ## hypothesis, long profile: 20,000 examples per property (FUZZ_EXAMPLES=N to bound it)
 	HYPOTHESIS_PROFILE=long $(if $(FUZZ_EXAMPLES),HYPOTHESIS_MAX_EXAMPLES=$(FUZZ_EXAMPLES)) \
