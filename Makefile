@@ -65,11 +65,12 @@ docs: $(STAMP) ## regenerate what is generated: docs/policy.md, the chart's valu
 	$(BIN)/python scripts/sync-chart-policy-schema.py
 	$(BIN)/python scripts/chart-readme.py
 
+# The lint, as one shell command: `lint` runs it, and `test` beside the tests (not through $(MAKE), which `make -n`
+# would run).
+LINT = $(BIN)/ruff format --check . && $(BIN)/ruff check . && $(BIN)/mypy && $(BIN)/lint-imports
+
 lint: $(STAMP) ## formatter check, linter, mypy strict, import contracts
-	$(BIN)/ruff format --check .
-	$(BIN)/ruff check .
-	$(BIN)/mypy
-	$(BIN)/lint-imports
+	$(LINT)
 
 fmt: $(STAMP) ## format and autofix
 	$(BIN)/ruff format .
@@ -97,7 +98,7 @@ dist: $(RUNTIME) ## build the wheel and sdist into $(DIST)/ (pipx install $(DIST
 # pytest run over every test, unit and chart, on every core; either failing fails the target.
 test: ## install, then lint and run every test on every core (apt-get installs hey, wrk, valgrind, prometheus, kubectl if missing)
 	@$(MAKE) --no-print-directory -j3 $(STAMP) $(HELM) tools
-	@$(MAKE) --no-print-directory lint & lint=$$!; \
+	@{ $(LINT); } & lint=$$!; \
 		$(PYTEST) --durations=25 $(PYTEST_ARGS); tests=$$?; \
 		wait $$lint || { echo "make test: the lint failed" >&2; exit 1; }; exit $$tests
 
