@@ -15,10 +15,10 @@ CLUSTER ?= examples/cluster.yaml
 FILE ?= examples/mover-pod.yaml
 PYTEST_ARGS ?=
 HELM := .tools/bin/helm
-# pytest-xdist: the tests run on every core (0 runs them in this process, for --pdb); a module or a test that shares
-# a file of the work tree with others is kept on one worker by its `xdist_group` mark (--dist loadgroup).
+# pytest-xdist: the tests run on every core (0 runs them in this process, for --pdb), each test file on one worker
+# (--dist loadfile), so a module's shared fixtures (a server, a Prometheus) start once.
 PYTEST_WORKERS ?= auto
-PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 .PHONY: help install run test unit chart chart-test dist lint fmt certs review suites clean bench tools bench-tools monitoring-tools kubectl-tools soak fuzz docs
 

@@ -6,10 +6,11 @@ In process, the review deadline is far off: whether a review at the budget's lim
 depends on the machine and what else runs on it, and a test's answer must not (speed is measured by `make bench`).
 The deadline's own tests shorten it, or move its clock, themselves; the real server keeps the real one.
 
-`make test` runs the tests on every core with pytest-xdist (`--dist loadgroup`): a test goes to whichever worker is
-free, unless its `xdist_group` mark ties it to others. `pytest_collection_modifyitems` below gives that mark to every
-test of a module that uses a module- or class-scoped fixture (a server, a Prometheus: started once, on one worker)
-and to the modules that write into the work tree (WORK_TREE).
+`make test` runs the tests on every core with pytest-xdist (`--dist loadfile`): each test file runs on one worker,
+so a module's shared fixtures (a server, a Prometheus) start once. Not `--dist loadgroup`: pytest-xdist 3.8 marks a
+group by rewriting `item._nodeid`, which pytest 9.2's `nodeid` no longer reads, so every test would be its own group.
+The two modules that write into the work tree write different paths (`make run`'s `dev-certs/`, `make dist`'s
+`build/` and egg-info), so they may run at once.
 """
 
 from __future__ import annotations
@@ -19,31 +20,6 @@ from flask.testing import FlaskClient
 
 from rules import deadline
 from tests.support import SMALL_BODY, app_client
-
-#: Modules whose tests write into the work tree, not a tmp_path (`make run` issues dev-certs/, `make dist` writes
-#: build/ and the egg-info): they run one at a time, on one worker.
-WORK_TREE = frozenset({"tests/docs/test_commands.py", "tests/test_install.py"})
-
-#: The scopes of a fixture that a whole module (or class) shares.
-SHARED_SCOPES = frozenset({"module", "class", "package"})
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        module = item.nodeid.partition("::")[0]
-        if module in WORK_TREE:
-            item.add_marker(pytest.mark.xdist_group("work-tree"))
-        elif _shares_a_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(module))
-
-
-def _shares_a_fixture(item: pytest.Item) -> bool:
-    info = getattr(item, "_fixtureinfo", None)  # a pytest.Function's; other items have none
-    if info is None:
-        return False
-    return any(defs[-1].scope in SHARED_SCOPES for defs in info.name2fixturedefs.values() if defs)
-
 
 #: The in-process deadline: a review that passes it loops, whatever the machine.
 IN_PROCESS_DEADLINE_S = 30.0

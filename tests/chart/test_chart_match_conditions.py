@@ -33,8 +33,6 @@ WORKLOADS = "workloads.validate.storage-affinity.io"
 VALIDATING = (VALIDATE, WORKLOADS)
 _ENV = celpy.Environment()
 
-pytestmark = pytest.mark.xdist_group("match-conditions")
-
 
 @functools.cache
 def _programs(roles_json: str, only_storage_pods: bool = True) -> dict[str, list[tuple[str, Any]]]:
