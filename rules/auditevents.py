@@ -19,7 +19,8 @@ are the pod author's to write; what the state holds is not):
 - a Velero backup or restore pod: a pod in Velero's namespace, labelled `velero.io/data-upload` (or
   `velero.io/data-download`) and controlled by a DataUpload (DataDownload), as Velero's exposers create it
   (pkg/exposer/csi_snapshot.go createBackupPod); the owner reference gives the full name and UID, the label may be
-  truncated;
+  truncated. Here the trust is the namespace's: only the operator creates pods in Velero's namespace, so its
+  owner reference is taken as written;
 - a CDI importer or upload pod controlled by the claim it mounts (as CDI creates it): the DataVolume the index holds
   for that claim (a prime claim's owner, then the DataVolume named after it, rules/datasource/vm.py).
 An owner Event is in the owner's namespace, which is always the pod's: no pod can direct an Event to another
@@ -30,7 +31,7 @@ namespace. Pure: the audit's reports and the state come in, the Events to record
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -278,8 +279,3 @@ def job_key(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     if obj.get("kind") != "Job" or not metadata.get("uid"):
         return None
     return str(metadata.get("namespace") or ""), str(metadata["uid"])
-
-
-def jobs_by_uid(objects: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
-    """The Jobs among `objects`, by (namespace, UID)."""
-    return {key: obj for obj in objects if (key := job_key(obj)) is not None}

@@ -89,13 +89,22 @@ class ClaimPods:
         own = self._own(uid, name)
         mine = frozenset(map(id, own))
         anchor = _first(self._running, mine) or _first(self._pending, mine)
-        nodes = self._nodes
+        emptied = sum(1 for node, count in self._own_nodes(own).items() if self._nodes[node] == count)
+        split = len(self._nodes) - emptied > 1  # counted, not listed: a claim's users may run on every node
+        return Hold(volume, self, tuple(own), mine, anchor, split, node_of(anchor) if anchor else None)
+
+    def _own_nodes(self, own: Sequence[Json]) -> dict[str, int]:
+        """How many of the pods under review are users Running on each node (what the node counts hold)."""
+        counts: dict[str, int] = {}
         for pod in own:
             if self._user(pod, "on a node"):
-                nodes = dict(nodes) if nodes is self._nodes else nodes
-                nodes[str(node_of(pod))] -= 1
-        running_nodes = tuple(sorted(node for node, count in nodes.items() if count))
-        return Hold(volume, self, tuple(own), mine, anchor, running_nodes, node_of(anchor) if anchor else None)
+                counts[str(node_of(pod))] = counts.get(str(node_of(pod)), 0) + 1
+        return counts
+
+    def running_nodes(self, own: Sequence[Json]) -> tuple[str, ...]:
+        """The distinct nodes of Running users but the pods under review, sorted (a walk of the nodes)."""
+        less = self._own_nodes(own)
+        return tuple(sorted(node for node, count in self._nodes.items() if count > less.get(node, 0)))
 
     def _own(self, uid: object, name: object) -> list[Json]:
         """The live pods with this uid or name (one in the API; a manifest may repeat either). The first pod asks
@@ -113,7 +122,7 @@ class ClaimPods:
 
     def _user(self, pod: Json, running: str | None = None) -> bool:
         """Whether one of the claim's live pods is a user (not a mover), Running with `running="Running"`, and
-        on a node as well with `running="on a node"` (what `running_nodes` counts)."""
+        on a node as well with `running="on a node"` (what the node counts hold)."""
         if id(pod) in self._movers or (running and phase_of(pod) != "Running"):
             return False
         return running != "on a node" or node_of(pod) is not None
@@ -203,7 +212,7 @@ class Hold:
     own: tuple[Json, ...]  # the pod under review among `pods`: none for a template, one in the API
     mine: frozenset[int]  # their ids
     anchor: Json | None
-    running_nodes: tuple[str, ...]  # distinct nodes of Running users, sorted
+    split: bool  # Running users on more than one node
     node: str | None  # the anchor's node (every anchor has one)
 
     @property
@@ -211,8 +220,9 @@ class Hold:
         return self.volume.claim or ""
 
     @property
-    def split(self) -> bool:
-        return len(self.running_nodes) > 1
+    def running_nodes(self) -> tuple[str, ...]:
+        """Distinct nodes of Running users, sorted: a walk of the claim's nodes, for messages and tests."""
+        return self.pods.running_nodes(self.own)
 
     @property
     def users(self) -> tuple[Json, ...]:

@@ -105,15 +105,21 @@ def _never_reached(ctx: Context, target: PodTarget) -> None:
     ctx.warn("reached")
 
 
+def _always_reached(ctx: Context, target: PodTarget) -> None:
+    """A registered rule that warns on every pod it is given."""
+    ctx.warn("reached")
+
+
 def test_a_rule_no_scenario_reaches_fails_the_check_by_name(
     drawn: list[Review], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Registered the one way any rule is, the unreachable rule is counted with no step of its own, and named."""
-    monkeypatch.setattr(registry, "POD_VALIDATORS", [*registry.POD_VALIDATORS, _never_reached])
+    monkeypatch.setattr(registry, "POD_VALIDATORS", [*registry.POD_VALIDATORS, _never_reached, _always_reached])
     with reach.counting() as counted:
         review_all(drawn[::DRAWS])  # a review of each kind: the rule's count is 0 however many there are
     message = shortfall(counted, 1)
     assert f"  POD_VALIDATORS: _never_reached ({__name__}._never_reached): 0\n" in message, message
+    assert "_always_reached" not in message  # registered the same way, it is counted: the wrapping works
 
 
 def test_a_rule_reached_fewer_times_than_the_minimum_is_named_with_its_count(counts: Counter[str]) -> None:

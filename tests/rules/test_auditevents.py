@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hypothesis import given, settings
@@ -19,7 +20,7 @@ from rules.auditevents import (
     ObjectRef,
     audit_events,
     clip_bytes,
-    jobs_by_uid,
+    job_key,
     owner_of,
 )
 from rules.causes import StuckCause, duration, ended_seconds
@@ -242,3 +243,8 @@ def test_an_ended_pod_is_told_once_and_how_long_ago() -> None:
     assert event.note.startswith(f"ended Failed {duration(ago)} ago: evicted through the Eviction API"), event.note
     stuck = report("mover", "shop", "m", cause=CAUSE)
     assert [e.once for e in audit_events(stuck, pod("shop", "m"), {}, view_from(), POLICY)] == [False]
+
+
+def jobs_by_uid(objects: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """The Jobs among `objects`, by (namespace, UID), as the audit's one pass gathers them."""
+    return {key: obj for obj in objects if (key := job_key(obj)) is not None}

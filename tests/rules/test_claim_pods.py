@@ -3,6 +3,7 @@ the pod itself: the same answer as walking every pod for every review, at the co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, cast
 
 import pytest
@@ -131,12 +132,13 @@ def test_a_hold_is_the_claim_less_the_pod_under_review(
 
 
 def stuck_pod(index: int) -> Json:
-    """A pod of a claim many pods share: every third on a node, the rest waiting, half of them movers."""
+    """A pod of a claim many pods share: every third Running on a node of its own, the rest waiting, half of them
+    movers."""
     pod = hostile.pod(f"p{index}", claim="data", labels=MOVER_LABELS if index % 2 else None)
     pod["metadata"]["uid"] = f"uid-{index}"
     pod["metadata"]["creationTimestamp"] = "2026-11-28T10:00:00Z"
     if index % 3 == 0:
-        pod["spec"]["nodeName"] = f"node-0000{index % 2}"
+        pod["spec"]["nodeName"] = f"node-{index // 3:05d}"
         pod["status"] = {"phase": "Running"}
     else:
         pod["status"] = {"phase": "Pending"}
@@ -147,10 +149,19 @@ def stuck_pod(index: int) -> Json:
 def test_an_audit_reads_a_shared_claim_once(pods: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """An audit of N pods on one claim walks the claim's pods once, not once per pod (N² for the claim), and its
     loops stay linear in N: counted, never timed."""
-    objects = [*hostile.nodes(2), claim("data"), *(stuck_pod(i) for i in range(pods))]
+    objects = [*hostile.nodes(pods // 3 + 1), claim("data"), *(stuck_pod(i) for i in range(pods))]
     view = Counting(view_from(*objects))
     checks = counted_deadline_checks(monkeypatch)
+    listed_nodes: list[int] = []  # the walk of the claim's nodes, which a pod's hold must not take
+    real = ClaimPods.running_nodes
+
+    def counted(self: ClaimPods, own: Sequence[Json]) -> tuple[str, ...]:
+        listed_nodes.append(1)
+        return real(self, own)
+
+    monkeypatch.setattr(ClaimPods, "running_nodes", counted)
     reports = audit_objects([o for o in objects if o["kind"] == "Pod"], cast(ClusterView, view), default_policy())
     assert len(reports) == pods
     assert view.walked == ["data"]
+    assert not listed_nodes  # its users on pods // 3 nodes: each hold counts them, it does not list them
     assert len(checks) < 60 * pods  # a few dozen a pod; the walk of the claim for each pod made N more each

@@ -134,7 +134,6 @@ class EventWriter:
         view: ClusterView,
         policy: Policy,
         *,
-        now: datetime | None = None,
         between: Callable[[], None] = lambda: None,
     ) -> EventCounts:
         """Record the Events the run's causes call for: each audited pod with a cause or a Multi-Attach finding,
@@ -144,7 +143,7 @@ class EventWriter:
         for report, pod in causes:
             wanted += audit_events(report, pod, jobs, view, policy)
             between()
-        return self.write(wanted, now or datetime.now(UTC))
+        return self.write(wanted, datetime.now(UTC))
 
     def write(self, wanted: Iterable[AuditEvent], now: datetime) -> EventCounts:
         """Create or update each wanted Event within the bounds, whose turn it is first (`rotation`); forget the

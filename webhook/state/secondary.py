@@ -16,7 +16,7 @@ from typing import Any
 
 from rules.datasource.vm import vm_claims
 from rules.kube.volumes import claim_references
-from rules.model import Json
+from rules.model import Json, namespaced_name
 
 #: A key: a tuple of the kept object's strings.
 Key = tuple[str, ...]
@@ -39,12 +39,8 @@ def claims_of(pod: Mapping[str, Any]) -> list[str]:
     return [claim for _, _, claim, _ in references if claim]
 
 
-def _namespace(obj: Json) -> str:
-    return str((obj.get("metadata") or {}).get("namespace") or "")
-
-
 def _pod_claims(pod: Json) -> list[Key]:
-    namespace = _namespace(pod)
+    namespace = namespaced_name(pod)[0]
     return [(namespace, claim) for claim in claims_of(pod)]
 
 
@@ -55,12 +51,12 @@ def _csi_handle(pv: Json) -> list[Key]:
 
 
 def _vm_claims(vm: Json) -> list[Key]:
-    namespace = _namespace(vm)
+    namespace = namespaced_name(vm)[0]
     return [(namespace, claim) for claim in vm_claims(vm)]
 
 
 def _grant_namespace(grant: Json) -> list[Key]:
-    return [(_namespace(grant),)]
+    return [(namespaced_name(grant)[0],)]
 
 
 #: (namespace, claim) → the pods that mount it.
@@ -87,13 +83,16 @@ class Tables:
         """An object of `kind` changed from `previous` to `current` (None: absent): unfile the one, file the other."""
         for index in self.declared.get(kind, ()):
             table = self.tables[index]
-            if previous is not None:
-                for key in index.keys(previous):
-                    bucket = table.get(key)
-                    if bucket is not None and bucket.pop(ident, None) is not None and not bucket:
-                        del table[key]
+            gone = list(index.keys(previous)) if previous is not None else []
+            kept = set(index.keys(current)) if current is not None else set()
+            for key in gone:
+                if key in kept:  # most changes (a pod's status) keep the keys: the object is replaced in place
+                    continue
+                bucket = table.get(key)
+                if bucket is not None and bucket.pop(ident, None) is not None and not bucket:
+                    del table[key]
             if current is not None:
-                for key in index.keys(current):
+                for key in kept:
                     table.setdefault(key, {})[ident] = current
 
     def take(self, kind: str, fresh: Tables) -> None:

@@ -5,7 +5,6 @@ every kind keeps (webhook/state/index.py `trim` puts them together). Values that
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -143,7 +142,7 @@ def volume(obj: Mapping[str, Any], out: Json) -> None:
     if isinstance(csi, Mapping):
         # the driver name repeats on every PV of a driver: one string for all
         out["spec"]["csi"] = {
-            k: sys.intern(v) if k == "driver" and isinstance(v, str) else v
+            k: text(v) if k == "driver" and isinstance(v, str) else v
             for k, v in csi.items()
             if k in ("driver", "volumeHandle")
         }
