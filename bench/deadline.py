@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rules.model import Json
-from testkit import slowrule
+from testkit import slowrule, yamldocs
 from testkit.reviews import admission_review
 from testkit.server import Server, running_server
 
@@ -39,9 +39,8 @@ SLOW_SENDERS = 1
 
 
 def _pod(name: str, spin: str | None) -> Json:
-    import yaml
 
-    pod: Json = copy.deepcopy(yaml.safe_load((EXAMPLES / "stuck-mover-pod.yaml").read_text()))
+    pod: Json = copy.deepcopy(yamldocs.load((EXAMPLES / "stuck-mover-pod.yaml").read_text()))
     pod["metadata"]["name"] = name
     if spin is not None:
         pod["metadata"]["labels"][slowrule.SPIN_LABEL] = spin
@@ -49,9 +48,8 @@ def _pod(name: str, spin: str | None) -> Json:
 
 
 def _cluster(tmp: Path, stored: list[Json]) -> Path:
-    import yaml
 
-    objects = [obj for doc in yaml.safe_load_all((EXAMPLES / "cluster.yaml").read_text()) for obj in doc["items"]]
+    objects = [obj for doc in yamldocs.load_all((EXAMPLES / "cluster.yaml").read_text()) for obj in doc["items"]]
     path = tmp / "cluster.json"
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [*objects, *stored]}))
     return path

@@ -67,7 +67,7 @@ def described(lines: list[str]) -> list[tuple[str, int, str, bool]]:
 
 def rows(values_text: str) -> list[tuple[str, Any, str, bool]]:
     """(dotted key, default, description, is a section heading) in the file's order."""
-    values = yaml.safe_load(values_text)
+    values = yaml.load(values_text, Loader=yaml.CSafeLoader)
     out: list[tuple[str, Any, str, bool]] = []
     path: list[tuple[int, str]] = []
     inside: int | None = None  # the indentation of a `-- ` map being listed whole: its keys get no row
@@ -101,7 +101,7 @@ def cell(text: str) -> str:
 
 
 def readme() -> str:
-    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    chart = yaml.load((CHART / "Chart.yaml").read_text(), Loader=yaml.CSafeLoader)
     head = HEAD.format(description=" ".join(chart["description"].split()), kube_version=chart["kubeVersion"])
     table = ["| Key | Default | Description |", "|---|---|---|"]
     for key, default, text, heading in rows((CHART / "values.yaml").read_text()):

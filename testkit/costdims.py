@@ -14,7 +14,7 @@ import yaml
 
 from rules import budget
 from rules.model import Json
-from testkit import hostile
+from testkit import hostile, yamldocs
 
 NS = hostile.NAMESPACE
 CLAIM = "data"
@@ -251,7 +251,7 @@ def _nodes(n: int, salt: str) -> list[Json]:
 
 
 def _policy_entries(obj: Json, n: int, salt: str) -> None:
-    doc = yaml.safe_load(obj["data"]["policy.yaml"])
+    doc = yamldocs.load(obj["data"]["policy.yaml"])
     doc["loadAffinity"] = json.loads(_load_affinity(n, 1, salt))
     obj["data"]["policy.yaml"] = yaml.safe_dump(doc)
 

@@ -28,7 +28,7 @@ import yaml
 from rules.model import Json
 from rules.policy import Policy, policy_from_document
 from rules.safeload import dump_json
-from testkit import ROOT, hostile
+from testkit import ROOT, hostile, yamldocs
 from testkit.costdims import CLAIM, DIMENSIONS, NS, POD_KINDS, POLICY_CM, Dimension
 from testkit.reviews import admission_review
 from webhook.app.codec import build_response, decode_review
@@ -45,7 +45,7 @@ VELERO_CONFIG = ("velero", "node-agent-config")
 @cache
 def policy() -> Policy:
     """The benchmark's policy (load-affinity entries, backup tolerations) reading Velero's node-agent ConfigMap."""
-    doc = yaml.safe_load((ROOT / "examples" / "policy-load-affinity.yaml").read_text(encoding="utf-8"))
+    doc = yamldocs.load((ROOT / "examples" / "policy-load-affinity.yaml").read_text(encoding="utf-8"))
     doc["loadAffinitySource"] = {"configMap": {"namespace": VELERO_CONFIG[0], "name": VELERO_CONFIG[1]}}
     return policy_from_document(doc)
 

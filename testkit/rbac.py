@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from testkit import yamldocs
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "storage-affinity-webhook"
@@ -110,7 +110,7 @@ def chart_grants() -> frozenset[Grant]:
             timeout=120,
             check=True,
         )
-    docs = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    docs = [doc for doc in yamldocs.load_all(result.stdout) if doc]
     account = {
         (doc["metadata"]["namespace"], doc["metadata"]["name"]) for doc in docs if doc["kind"] == "ServiceAccount"
     }

@@ -15,12 +15,12 @@ import jsonpatch
 import kubernetes_validate
 import kubernetes_validate.utils
 import pytest
-import yaml
 from flask.testing import FlaskClient
 
 from rules import deadline, pipeline
 from rules.model import Decision, Json, Severity, Subject
 from rules.policy import Policy, default_policy, policy_from_document
+from testkit import yamldocs
 from webhook.app.endpoints import create_app
 from webhook.runtime import Runtime
 from webhook.state.index import ClusterIndex
@@ -111,7 +111,7 @@ def manifest_objects(*paths: Path) -> list[Json]:
 
 
 def load_yaml(path: Path) -> Any:
-    return yaml.safe_load(path.read_text())
+    return yamldocs.load(path.read_text())
 
 
 # kubernetes_validate reads and parses a kind's schema file and the shared definitions on every call (about 18 ms

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit import yamldocs
 from tests.support import DATA, ROOT
 
 #: Case lists that are not rule tables, with why.
@@ -20,7 +21,7 @@ NOT_TABLES = {
 
 def _documents(path: Path) -> list[Any]:
     try:
-        return list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader))
+        return yamldocs.load_all(path.read_text(encoding="utf-8"))
     except yaml.YAMLError:
         return []  # a fixture that is broken on purpose
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+
+from testkit import yamldocs
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "storage-affinity-webhook"
@@ -49,7 +50,7 @@ def _render(values_json: str, namespace: str, release: str) -> tuple[Manifest, .
         Path(path).unlink()
     if result.returncode != 0:
         raise HelmError(result.stderr.strip())
-    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
+    return tuple(doc for doc in yamldocs.load_all(result.stdout) if doc)
 
 
 def render(values: dict[str, Any] | None = None, namespace: str = NAMESPACE, release: str = RELEASE) -> list[Manifest]:

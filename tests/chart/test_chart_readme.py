@@ -7,8 +7,7 @@ import subprocess
 import sys
 from typing import Any
 
-import yaml
-
+from testkit import yamldocs
 from tests.chart.chart_helpers import CHART, HELM, ROOT
 from tests.support import load_script
 
@@ -36,7 +35,7 @@ def test_every_value_has_a_row_with_its_default_and_a_description() -> None:
     rows = _script().rows((CHART / "values.yaml").read_text())
     values = [(key, default, text) for key, default, text, heading in rows if not heading]
     keys = {key for key, _, _ in values}
-    leaves = _leaves(yaml.safe_load((CHART / "values.yaml").read_text()))
+    leaves = _leaves(yamldocs.load((CHART / "values.yaml").read_text()))
     assert not {leaf for leaf in leaves if not any(leaf == k or leaf.startswith(f"{k}.") for k in keys)}
     assert [key for key, _, text in values if not text] == []
     assert {key: default for key, default, _ in values}["policy.audit.stuckAfterSeconds"] == 120

@@ -9,9 +9,9 @@ import sys
 from typing import Any
 
 import pytest
-import yaml
 
 from rules.policy import Policy, PolicyError, policy_from_config_map, validation_families
+from testkit import yamldocs
 from tests.chart.chart_helpers import CHART, NAMESPACE, ROOT, SCENARIOS, one, render, render_error
 from tests.support import load_script
 
@@ -98,7 +98,7 @@ def test_schema_is_strict_everywhere() -> None:
 
     # `$defs` is the policy schema, copied from rules/policy.schema.json: the server's rules, not the chart's.
     walk({k: v for k, v in schema.items() if k != "$defs"}, "values")
-    assert set(schema["properties"]) - {"global"} == set(yaml.safe_load((CHART / "values.yaml").read_text()))
+    assert set(schema["properties"]) - {"global"} == set(yamldocs.load((CHART / "values.yaml").read_text()))
 
 
 def test_policy_schema_is_in_sync_with_the_server() -> None:
@@ -172,7 +172,7 @@ def test_values_list_every_policy_section_with_the_embedded_defaults() -> None:
     a default install judges as the embedded policy does."""
     from rules.policy import default_policy
 
-    values = yaml.safe_load((CHART / "values.yaml").read_text())["policy"]
+    values = yamldocs.load((CHART / "values.yaml").read_text())["policy"]
     schema = json.loads((ROOT / "rules" / "policy.schema.json").read_text())
     assert sorted(values) == sorted(schema["properties"])
     embedded = default_policy().document

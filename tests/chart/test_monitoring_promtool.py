@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit import yamldocs
 from tests.chart.chart_helpers import RUNBOOKS
 from tests.chart.monitoring_helpers import alerts, rule_groups, tool, write_rules
 from tests.support import merged
@@ -28,7 +29,7 @@ def _promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def _unit_tests(tmp_path: Path, values: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     rules = write_rules(tmp_path / "rules.yaml", rule_groups(values))
-    tests = yaml.safe_load(TESTS.read_text())
+    tests = yamldocs.load(TESTS.read_text())
     tests["rule_files"] = [rules.name]
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
     return _promtool("test", "rules", "tests.yaml", cwd=tmp_path)
@@ -49,7 +50,7 @@ def test_unit_tests_pass(tmp_path: Path) -> None:
 
 def test_every_alert_has_a_firing_and_a_quiet_case() -> None:
     cases: dict[str, dict[str, int]] = {}
-    for test in yaml.safe_load(TESTS.read_text())["tests"]:
+    for test in yamldocs.load(TESTS.read_text())["tests"]:
         for case in test.get("alert_rule_test", []):
             counts = cases.setdefault(case["alertname"], {"firing": 0, "quiet": 0})
             counts["firing" if case["exp_alerts"] else "quiet"] += 1
@@ -59,7 +60,7 @@ def test_every_alert_has_a_firing_and_a_quiet_case() -> None:
 
 def test_every_firing_case_checks_labels_and_every_annotation() -> None:
     rules = alerts(rule_groups(PROMTOOL_VALUES))
-    for test in yaml.safe_load(TESTS.read_text())["tests"]:
+    for test in yamldocs.load(TESTS.read_text())["tests"]:
         for case in test.get("alert_rule_test", []):
             for alert in case["exp_alerts"]:
                 assert set(alert["exp_annotations"]) == set(rules[case["alertname"]]["annotations"])

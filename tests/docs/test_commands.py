@@ -40,8 +40,8 @@ from pathlib import Path
 
 import pytest
 import requests
-import yaml
 
+from testkit import yamldocs
 from testkit.server import free_port
 from tests.support import ROOT
 
@@ -120,7 +120,7 @@ def _check_files(command: Command) -> None:
             path = ROOT / (value if flag != "build" else f"{value}/Dockerfile")
             assert path.exists(), f"{command}: {path} does not exist"
             if path.suffix in (".yaml", ".yml"):
-                list(yaml.safe_load_all(path.read_text()))
+                list(yamldocs.load_all(path.read_text()))
 
 
 def _helm() -> str:

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from testkit import yamldocs
 from tests.docs.test_commands import PAGES, Command, _env, _helm_words, commands
 from tests.support import ROOT
 
@@ -212,7 +212,7 @@ def docs_chart() -> Chart:
                 _helm_words(command), cwd=directory, env=_env(), capture_output=True, text=True, check=False
             )
             assert result.returncode == 0, f"{command}\n{result.stderr}"
-            for doc in yaml.safe_load_all(result.stdout):
+            for doc in yamldocs.load_all(result.stdout):
                 if not doc:
                     continue
                 meta = doc["metadata"]

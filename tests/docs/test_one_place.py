@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
-import yaml
 
 from rules.policy import default_policy
+from testkit import yamldocs
 from tests.docs.test_paths import DIRS, FILES, named_paths
 from tests.support import ROOT
 
@@ -58,7 +58,7 @@ def test_a_fact_is_said_in_its_one_place_only(fact: str, words: str, home: str) 
 def test_the_policy_as_shipped_in_design_md_is_the_embedded_default() -> None:
     """Section 7 shows the default policy with its comments; its values are rules/default_policy.yaml's."""
     section = DESIGN.read_text(encoding="utf-8").split("## 7. Policy", 1)[1]
-    shown = yaml.safe_load(section.split("```yaml\n", 1)[1].split("```", 1)[0])
+    shown = yamldocs.load(section.split("```yaml\n", 1)[1].split("```", 1)[0])
     assert shown == default_policy().document
 
 

@@ -6,8 +6,7 @@ import json
 from importlib import resources
 from typing import Any
 
-import yaml
-
+from testkit import yamldocs
 from tests.docs.test_anchors import pointers
 from tests.support import ROOT
 from webhook.policy.doc import render
@@ -38,7 +37,7 @@ def test_the_page_the_default_policy_points_to_documents_its_fields() -> None:
     default = ROOT / "rules" / "default_policy.yaml"
     pages = {page for page, _, _, _ in pointers(default)}
     assert pages, "rules/default_policy.yaml no longer says where its fields are documented"
-    fields = _field_paths(yaml.safe_load(default.read_text()))
+    fields = _field_paths(yamldocs.load(default.read_text()))
     for page in pages:
         text = page.read_text()
         missing = [field for field in fields if f"`{field}`" not in text]

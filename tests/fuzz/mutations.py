@@ -27,6 +27,7 @@ from rules.annotations import LOAD_AFFINITY
 from rules.model import Json
 from rules.pipeline import VALIDATED_KINDS
 from rules.policy import POLICY_KEY, POLICY_LABEL
+from testkit import yamldocs
 from testkit.reviews import admission_review
 from tests.fuzz import profiles
 from tests.fuzz import strategies as s
@@ -467,7 +468,7 @@ def tag_text(text: str, choose: Callable[[list[Path]], Path], tagged: str, json_
     """`text` (YAML or JSON) with the value at a chosen path of its document replaced by `tagged`, written the
     way the text was (flow JSON or block YAML); appended as a new key when the text is no document."""
     try:
-        doc = yaml.safe_load(text)
+        doc = yamldocs.load(text)
     except (yaml.YAMLError, ValueError):  # ValueError: an integer of more than 4300 digits
         doc = None
     if isinstance(doc, dict | list) and doc:
@@ -669,7 +670,7 @@ def carried(draw: st.DrawFn, doc: Json) -> Json:
     path = one_of_list(draw, found)
     text = get(doc, path)
     try:
-        inner = yaml.safe_load(text)
+        inner = yamldocs.load(text)
     except (yaml.YAMLError, ValueError):
         return doc
     inner_paths = paths(inner)

@@ -9,9 +9,9 @@ import logging
 from typing import Any
 
 import pytest
-import yaml
 
 from rules.annotations import LOAD_AFFINITY
+from testkit import yamldocs
 from testkit.reviews import admission_review
 from tests.fuzz import mutations as m
 from tests.fuzz.verdict import ErrorLog, FuzzFailure, judge
@@ -119,7 +119,7 @@ def test_raw_tokens_are_written_verbatim() -> None:
 def test_tags_land_inside_the_carried_document(tagged: str) -> None:
     policy = m.tag_text("enforcement: warn\nexcludedNamespaces: [a]\n", lambda options: ("enforcement",), tagged, False)
     assert policy == f"enforcement: {tagged}\nexcludedNamespaces:\n- a\n"
-    assert yaml.safe_load(policy)["enforcement"] != "warn"
+    assert yamldocs.load(policy)["enforcement"] != "warn"
     entries = m.tag_text('[{"storageClass": "gp3"}]', lambda options: (0, "storageClass"), tagged, True)
     assert entries == f'[{{"storageClass": {tagged}}}]'
 

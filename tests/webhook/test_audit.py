@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit import yamldocs
 from testkit.fakeapi import FakeKubeAPI, running_fake_api
 from testkit.sourceobjects import data_volume
 from tests.rules.test_vm_audit import cluster as vm_disk_cluster
@@ -80,7 +81,7 @@ def test_a_backup_pod_outside_its_load_affinity_is_misplaced_with_what_admission
 def test_outputs_agree_and_the_table_is_sorted_with_a_summary(capsys: pytest.CaptureFixture[str]) -> None:
     _, as_json, _ = audit(capsys, "--cluster", *CLUSTER, "--policy", POLICY, "-o", "json")
     _, as_yaml, _ = audit(capsys, "--cluster", *CLUSTER, "--policy", POLICY, "-o", "yaml")
-    assert yaml.safe_load(as_yaml) == json.loads(as_json)
+    assert yamldocs.load(as_yaml) == json.loads(as_json)
     code, table, _ = audit(capsys, "--cluster", *CLUSTER, "--policy", POLICY, "-o", "table")
     assert code == 1
     lines = table.splitlines()
@@ -135,7 +136,7 @@ def test_a_broken_manifest_exits_2(capsys: pytest.CaptureFixture[str], tmp_path:
 
 def _live_cluster(api: FakeKubeAPI) -> None:
     for path in CLUSTER:
-        for doc in yaml.safe_load_all(Path(path).read_text()):
+        for doc in yamldocs.load_all(Path(path).read_text()):
             for obj in doc["items"]:
                 api.create(obj)
 
@@ -250,7 +251,7 @@ def test_stuck_storage_pods_show_their_cause_in_every_output(
     }
     assert all(cause["message"] and cause["remedy"] for cause in causes.values())
     _, as_yaml, _ = audit(capsys, "--cluster", str(cluster), "-o", "yaml")
-    assert yaml.safe_load(as_yaml) == json.loads(out)
+    assert yamldocs.load(as_yaml) == json.loads(out)
     _, rows, _ = audit(capsys, "--cluster", str(cluster), "-o", "table")
     stuck_rows = {line.split()[0]: line.split()[1:5:3] for line in rows.splitlines() if "stuckPod" in line}
     assert stuck_rows == {

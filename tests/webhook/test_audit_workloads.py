@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from rules import pipeline
 from rules.audit import audit_objects
 from rules.kube.workloads import TEMPLATE_PATHS
 from rules.model import Json
 from rules.reports import OPENREPORTS, build_reports
+from testkit import yamldocs
 from testkit.fakeapi import running_fake_api
 from tests.rules.test_workload_templates import CASES, kinds, objects
 from tests.support import EXAMPLES, policy, subject
@@ -99,7 +99,7 @@ def test_every_workload_kind_is_audited_from_files_as_validate_checks_it(
 def test_the_live_audit_lists_every_workload_kind(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     files = audit(capsys, "--cluster", str(EXAMPLES / "cluster.yaml"), written(tmp_path))[1]
     with running_fake_api() as api:
-        for doc in yaml.safe_load_all((EXAMPLES / "cluster.yaml").read_text()):
+        for doc in yamldocs.load_all((EXAMPLES / "cluster.yaml").read_text()):
             for obj in doc["items"]:
                 api.create(obj)
         for obj in workloads():

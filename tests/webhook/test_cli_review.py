@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from testkit import yamldocs
 from testkit.reviews import admission_review
 from tests.support import EXAMPLES
 from tests.webhook.commands import run_command
@@ -28,7 +29,7 @@ def test_plain_pod_is_allowed_unchanged_as_json() -> None:
     assert set(out) == {"allowed", "patch", "object", "warnings", "violations", "decisions"}
     assert out["allowed"] is True
     assert out["patch"] == []
-    assert out["object"] == yaml.safe_load((EXAMPLES / "plain-pod.yaml").read_text())
+    assert out["object"] == yamldocs.load((EXAMPLES / "plain-pod.yaml").read_text())
     assert out["decisions"] == ["policy: embedded default", "role: none (no role matches)"]
 
 
@@ -46,11 +47,11 @@ def test_denied_pod_exits_1_and_lists_every_problem() -> None:
 def test_output_forms(tmp_path: Path) -> None:
     pod = EXAMPLES / "plain-pod.yaml"
     assert json.loads(run("-f", str(pod), "-o", "patch").stdout) == []
-    assert yaml.safe_load(run("-f", str(pod), "-o", "yaml").stdout) == yaml.safe_load(pod.read_text())
+    assert yamldocs.load(run("-f", str(pod), "-o", "yaml").stdout) == yamldocs.load(pod.read_text())
 
 
 def test_stdin_and_admission_review_input() -> None:
-    pod = yaml.safe_load((EXAMPLES / "plain-pod.yaml").read_text())
+    pod = yamldocs.load((EXAMPLES / "plain-pod.yaml").read_text())
     review = admission_review("CREATE", pod, api_version="admission.k8s.io/v1beta1", uid="x")
     result = run("-f", "-", stdin=json.dumps(review))
     assert result.returncode == 0, result.stderr
@@ -126,7 +127,7 @@ def test_cluster_files_hold_data_volumes(tmp_path: Path) -> None:
 
 def test_workloads_are_reviewed_at_their_template_fields() -> None:
     """A Deployment as a manifest and as an AdmissionReview UPDATE: its template is checked, a scale is not."""
-    deployment = yaml.safe_load((EXAMPLES / "bad-annotations-deployment.yaml").read_text())
+    deployment = yamldocs.load((EXAMPLES / "bad-annotations-deployment.yaml").read_text())
     result = run("-f", str(EXAMPLES / "bad-annotations-deployment.yaml"), "-o", "json")
     assert result.returncode == 1, result.stderr
     fields = [v["field"] for v in json.loads(result.stdout)["violations"]]
@@ -142,7 +143,7 @@ def test_a_kind_review_does_not_check_exits_2_and_says_so(manifest: str) -> None
     result = run("-f", "-", stdin=manifest)
     assert result.returncode == 2
     assert result.stdout == ""
-    kind = yaml.safe_load(manifest)["kind"]
+    kind = yamldocs.load(manifest)["kind"]
     assert result.stderr == (
         f'storage-affinity-webhook: <stdin>: kind "{kind}" is not reviewed: no rule checks it '
         "(review checks Pod, ConfigMap, Job, Deployment, StatefulSet, DaemonSet, ReplicaSet, CronJob)\n"
@@ -152,7 +153,7 @@ def test_a_kind_review_does_not_check_exits_2_and_says_so(manifest: str) -> None
 @pytest.mark.parametrize("operation", ["DELETE", "CONNECT"])
 def test_an_operation_no_rule_checks_is_allowed_saying_so(operation: str) -> None:
     """An empty `decisions` would read as a pass of every rule: the answer says none ran, and why."""
-    pod = yaml.safe_load((EXAMPLES / "plain-pod.yaml").read_text())
+    pod = yamldocs.load((EXAMPLES / "plain-pod.yaml").read_text())
     review = admission_review(operation, pod if operation == "CONNECT" else None, pod)
     result = run("-f", "-", "-o", "json", stdin=json.dumps(review))
     assert result.returncode == 0, result.stderr
@@ -197,9 +198,7 @@ def test_every_object_given_is_reviewed_one_result_each_and_the_exit_is_the_wors
     both = tmp_path / "both.yaml"
     both.write_text(f"{plain.read_text()}\n---\n{bad.read_text()}")
     listed = tmp_path / "list.yaml"
-    listed.write_text(
-        yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [yaml.safe_load(mover.read_text())]})
-    )
+    listed.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [yamldocs.load(mover.read_text())]}))
     result = run("-f", str(mover), "-f", str(both), "-f", str(listed), *CLUSTER, "-o", "json")
     assert result.returncode == 1, result.stderr
     out = json.loads(result.stdout)
@@ -213,7 +212,7 @@ def test_every_object_given_is_reviewed_one_result_each_and_the_exit_is_the_wors
     assert result.stderr.startswith(f"Error: {both}#2: storage-affinity-webhook denied: 2 problems:"), result.stderr
     patches = json.loads(run("-f", str(mover), "-f", str(plain), *CLUSTER, "-o", "patch").stdout)
     assert [(p["source"], bool(p["patch"])) for p in patches] == [(str(mover), True), (str(plain), False)]
-    documents = list(yaml.safe_load_all(run("-f", str(mover), "-f", str(plain), *CLUSTER, "-o", "yaml").stdout))
+    documents = list(yamldocs.load_all(run("-f", str(mover), "-f", str(plain), *CLUSTER, "-o", "yaml").stdout))
     assert [d["metadata"]["name"] for d in documents] == ["volsync-rsync-tls-src-db", "web-7d9c"]
     service = tmp_path / "service.yaml"
     service.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: apps}\n")

@@ -13,12 +13,12 @@ import json
 from typing import Any
 
 import pytest
-import yaml
 from flask.testing import FlaskClient
 
 from rules import pipeline
 from rules.model import Json
 from rules.policy import POLICY_LABEL, Policy, validation_families
+from testkit import yamldocs
 from testkit.reviews import admission_review
 from tests.support import EXAMPLES, ROOT, app_client, load_yaml, policy, subject, view_from
 from webhook.app.codec import WARNING_ADVISED, WARNING_LIMIT, build_response, clip_warnings, request_from_document
@@ -141,7 +141,7 @@ def gradual_rollout() -> Json:
     """The gradual-rollout policy docs/validation.md shows, read from the page itself."""
     page = (ROOT / "docs" / "validation.md").read_text()
     block = page.split("For a gradual rollout", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
-    return yaml.safe_load(block)  # type: ignore[no-any-return]
+    return yamldocs.load(block)  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("family", list(SUBJECTS))

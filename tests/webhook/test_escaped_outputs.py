@@ -32,6 +32,7 @@ from rules.model import Decision, Json
 from rules.policy import Policy
 from rules.quoting import escaped
 from rules.reports import OPENREPORTS, build_reports
+from testkit import yamldocs
 from tests.support import DATA, EXAMPLES, load_yaml
 from webhook.app.codec import build_response
 from webhook.app.endpoints import review_line
@@ -129,7 +130,7 @@ def check_run(run: AuditRun, objects: list[Json], policy: Policy) -> None:
     reports, `review` and the admission answer of each audited pod, and its review log line."""
     assert run.findings >= 15, render(run, "wide")  # the fixture reaches the producers it names
     as_json = json.loads(render(run, "json"))
-    as_yaml = yaml.safe_load(render(run, "yaml"))
+    as_yaml = yamldocs.load(render(run, "yaml"))
     assert as_yaml == as_json
     for text in strings(as_json):
         assert text.isprintable(), f"json: {text!r}"
@@ -223,7 +224,7 @@ def test_one_escaped_form_everywhere() -> None:
     name = "volsync-\\x1b]0;pwned\\x07\\u202e"
     assert f"pod/shop/{name}" in render(run, "wide")
     assert name in [o["name"] for o in json.loads(render(run, "json"))["objects"]]
-    assert name in [o["name"] for o in yaml.safe_load(render(run, "yaml"))["objects"]]
+    assert name in [o["name"] for o in yamldocs.load(render(run, "yaml"))["objects"]]
     reports = build_reports(run.reports, OPENREPORTS, now=0)
     assert name in {r["resources"][0]["name"] for report in reports.values() for r in report["results"]}
     pinned = next(r for r in run.reports if r.name == name)
@@ -264,7 +265,7 @@ def test_the_cli_prints_no_raw_control_character(tmp_path: Path) -> None:
         assert_printable(done.stderr.decode("utf-8").rstrip("\n"), f"audit -o {output} stderr")
         outputs[output, columns] = stdout
     as_json = json.loads(outputs["json", ""])
-    assert yaml.safe_load(outputs["yaml", ""]) == as_json
+    assert yamldocs.load(outputs["yaml", ""]) == as_json
     wide = outputs["wide", ""]
     for obj in as_json["objects"]:
         for finding in obj["findings"]:

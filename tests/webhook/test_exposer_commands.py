@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from rules.model import Json
+from testkit import yamldocs
 from testkit.exposerchain import backup_pod
 from testkit.fakeapi import running_fake_api
 from tests.rules.test_exposer_property import NAME, SOURCE_TERMS, _cluster
@@ -52,7 +53,7 @@ def test_review_places_the_backup_pod_from_the_files(tmp_path: Path, capsys: pyt
     code = main(["review", "-f", str(pod), "--cluster", cluster, "--policy", policy, "-o", "yaml"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    terms = yaml.safe_load(out)["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    terms = yamldocs.load(out)["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     os = {"key": "kubernetes.io/os", "operator": "NotIn", "values": ["windows"]}
     assert terms["nodeSelectorTerms"] == [{"matchExpressions": [os, *SOURCE_TERMS[0]["matchExpressions"]]}]
 
