@@ -15,6 +15,9 @@ The two modules that write into the work tree write different paths (`make run`'
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+
 import pytest
 from flask.testing import FlaskClient
 
@@ -36,6 +39,18 @@ def _no_terminal_size(monkeypatch: pytest.MonkeyPatch) -> None:
     written off a terminal wraps to $COLUMNS. The tests of the terminal width set them themselves."""
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.delenv("LINES", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """The root logger as it was: a command run in process (`rotate-certs`) configures it with a handler on
+    sys.stderr, which is then this test's captured stream; left there, every later line on the worker is written
+    to a closed stream, and logging's complaint lands in whichever test's stderr comes next."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture
