@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from allpairspy import AllPairs
 
 from rules.reports import REPORT_NAME
 from tests.chart.chart_helpers import FULLNAME, NAMESPACE, SCENARIOS, Manifest, args, kinds, one, render, render_error
@@ -56,10 +57,19 @@ VELERO_POLICIES: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.mark.parametrize("events", [True, False], ids=["events", "no-events"])
-@pytest.mark.parametrize("velero", VELERO_POLICIES)
-@pytest.mark.parametrize("api", [*REPORT_APIS, "off"])
-@pytest.mark.parametrize("mode", CERTIFICATE_MODES)
+#: The settings the chart's RBAC depends on: certificate mode, report API, how the policy names Velero, Events.
+SETTINGS: list[list[Any]] = [CERTIFICATE_MODES, [*REPORT_APIS, "off"], list(VELERO_POLICIES), [True, False]]
+#: Every pair of values of any two settings, in at least one rendering (allpairspy): 20 renderings where every
+#: combination took 120. No RBAC template of the chart joins more than two settings in a condition (the Lease's
+#: joins the report API and Events), so every branch they take is rendered.
+COMBINATIONS = [tuple(row) for row in AllPairs(SETTINGS)]
+
+
+@pytest.mark.parametrize(
+    ("mode", "api", "velero", "events"),
+    COMBINATIONS,
+    ids=[f"{m}-{a}-{v}-{'events' if e else 'no-events'}" for m, a, v, e in COMBINATIONS],
+)
 def test_the_chart_grants_exactly_what_the_server_calls(mode: str, api: str, velero: str, events: bool) -> None:
     values = {**SCENARIOS[mode], "reports": {"api": api}, "events": {"enabled": events}}
     if VELERO_POLICIES[velero]:
@@ -68,6 +78,19 @@ def test_the_chart_grants_exactly_what_the_server_calls(mode: str, api: str, vel
     wanted = _grants_of_the_list(values)
     assert not granted - wanted, f"granted and never called: {sorted(granted - wanted, key=str)}"
     assert not wanted - granted, f"called and not granted: {sorted(wanted - granted, key=str)}"
+
+
+def test_the_combinations_hold_every_pair_of_settings() -> None:
+    seen = {((i, row[i]), (j, row[j])) for row in COMBINATIONS for i in range(len(row)) for j in range(i + 1, len(row))}
+    wanted = {
+        ((i, a), (j, b))
+        for i, first in enumerate(SETTINGS)
+        for j, second in enumerate(SETTINGS)
+        if i < j
+        for a in first
+        for b in second
+    }
+    assert wanted <= seen and len(COMBINATIONS) < 30
 
 
 def test_no_cluster_role_grants_configmaps_or_secrets() -> None:
