@@ -42,7 +42,7 @@ from rules.coscheduling.claimpods import claims_read_once, name_of
 from rules.datasource.scope import cdi_trust_problem, filling_worker
 from rules.datasource.vm import vm_disk_problems
 from rules.deadline import PastDeadline
-from rules.kube.feasible import Feasibility, Filters
+from rules.kube.feasible import Feasibility, on_labels
 from rules.kube.nodeaffinity import required_node_affinity, required_terms
 from rules.kube.workloads import TEMPLATE_PATHS
 from rules.loadaffinity.loaded import config_not_loaded
@@ -371,7 +371,7 @@ def _placement(
 def _own(view: ClusterView, policy: Policy, spec: Mapping[str, Any]) -> Feasibility:
     """The pod's nodeSelector and required node affinity on the labels its author may know (a finding reaches its
     namespace's report), for the node it is on."""
-    filters = Filters(taints=False, cordon=False, volumes=False, labels=policy.disclosed_node_labels)
+    filters = on_labels(policy.disclosed_node_labels, volumes=False)
     return Feasibility(view, filters, selector=spec.get("nodeSelector"), terms=required_terms(spec))
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from rules import deadline
 from rules.causes.stuck import NODE_CORDONED, NODE_NOT_READY, NODE_TAINTED, Cause, Stuck
-from rules.kube.feasible import Feasibility, Filters
+from rules.kube.feasible import Feasibility, on_labels
 from rules.kube.nodeaffinity import HOSTNAME_LABEL, pinned_node, required_terms
 from rules.quoting import listed
 
@@ -48,7 +48,7 @@ def _hostname_label(stuck: Stuck) -> str | None:
             values = list(requirement.get("values") or [])
             if requirement.get("key") == HOSTNAME_LABEL and requirement.get("operator") == "In" and len(values) == 1:
                 wanted.append(("required node affinity", str(values[0])))
-    labelled = Filters(taints=False, cordon=False, volumes=False, labels=stuck.policy.disclosed_node_labels)
+    labelled = on_labels(stuck.policy.disclosed_node_labels, volumes=False)
     for where, hostname in wanted:
         deadline.check()
         if Feasibility(stuck.view, labelled, selector={HOSTNAME_LABEL: hostname}).any():

@@ -18,7 +18,7 @@ from rules.datasource.scope import cdi_worker
 from rules.datasource.sources import NODE, SourcePlace, source_places
 from rules.kube.conditions import condition
 from rules.kube.disclosed import disclosed_spec
-from rules.kube.feasible import Feasibility, Filters
+from rules.kube.feasible import Feasibility, on_labels
 from rules.kube.nodeaffinity import required_terms
 from rules.kube.tolerations import untolerated_taint
 from rules.kube.volumes import OWNED, SINGLE_POD, ClaimVolume, node_local_terms
@@ -130,7 +130,7 @@ class Stuck:
         """The nodes the pod's own nodeSelector and required node affinity allow, with its node-local PVs'
         (`volumes`) or without, on the labels its author may know; taints and cordon are the causes' to tell
         (`unusable`), so they are not counted. Its node, when it has one, is asked apart."""
-        filters = Filters(taints=False, cordon=False, volumes=volumes, labels=self.policy.disclosed_node_labels)
+        filters = on_labels(self.policy.disclosed_node_labels, volumes=volumes)
         return Feasibility(
             self.view,
             filters,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rules import deadline
 from rules.causes.stuck import Cause, Stuck
 from rules.coscheduling.claimpods import name_of
-from rules.kube.feasible import Feasibility, Filters
+from rules.kube.feasible import Feasibility, on_labels
 from rules.kube.nodeaffinity import volume_terms_match
 from rules.kube.volumes import ClaimVolume, node_local_terms
 from rules.quoting import listed
@@ -25,7 +25,7 @@ def _volume_topology(stuck: Stuck) -> str | None:
         return None
     if next(stuck.candidates(), None) is not None:
         return None
-    volumes = Filters(taints=False, cordon=False, volumes=True, labels=stuck.policy.disclosed_node_labels)
+    volumes = on_labels(stuck.policy.disclosed_node_labels, volumes=True)
     together = sorted(Feasibility(stuck.view, volumes, volume_terms=node_local_terms(local)).nodes(), key=name_of)
     if not together:
         if len(local) == 1:

@@ -20,7 +20,7 @@ from rules.cluster import ClusterView
 from rules.datasource.exposer import UploadSource
 from rules.datasource.populator import is_populator_ref, latest_image
 from rules.kube.disclosed import EVERY_LABEL
-from rules.kube.feasible import Feasibility, Filters
+from rules.kube.feasible import Feasibility, on_labels
 from rules.kube.referencegrants import reference_granted
 from rules.kube.volumes import SELECTED_NODE, ClaimVolume, claim_pv, pv_required_terms, waits_for_first_consumer
 from rules.model import Json
@@ -271,7 +271,7 @@ def pv_node(view: ClusterView, pv: Json | None) -> str:
 
 
 #: A PV's own question: the nodes its required terms admit (on labels only, as the scheduler reads a PV's).
-_PV_ONLY = Filters(taints=False, cordon=False, volumes=True, labels=EVERY_LABEL)
+_PV_ONLY = on_labels(EVERY_LABEL, volumes=True)
 
 
 def volume_nodes(view: ClusterView, terms: Sequence[Mapping[str, Any]]) -> list[str]:

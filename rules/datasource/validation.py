@@ -13,7 +13,7 @@ from rules.datasource.exposer import upload_source
 from rules.datasource.mutation import conflict
 from rules.datasource.scope import in_scope
 from rules.datasource.sources import NODE, source_places
-from rules.kube.feasible import Filters, feasibility
+from rules.kube.feasible import feasibility, on_labels
 from rules.kube.workloads import POD_KINDS
 
 FAMILY = "dataSource"
@@ -42,7 +42,7 @@ def check_data_source(ctx: Context, target: PodTarget) -> None:
         )
         return
     node = ctx.view.node(place.node)
-    own = Filters(taints=False, cordon=False, volumes=False, labels=ctx.policy.disclosed_node_labels)
+    own = on_labels(ctx.policy.disclosed_node_labels, volumes=False)
     if node is not None and not feasibility(ctx.view, spec, own).fits(node):
         ctx.report(
             target.field("spec"),

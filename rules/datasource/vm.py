@@ -26,7 +26,7 @@ from rules.coscheduling.claimpods import name_of
 from rules.coscheduling.pinning import current_terms, write_required
 from rules.datasource.scope import cdi_trust_problem, filling_worker, untrusted_cdi_worker
 from rules.datasource.sources import pv_node
-from rules.kube.feasible import Feasibility, Filters
+from rules.kube.feasible import Feasibility, on_labels
 from rules.kube.nodeaffinity import and_terms, required_terms
 from rules.kube.tolerations import merge_tolerations
 from rules.kube.volumes import ClaimVolume, claim_pv, waits_for_first_consumer
@@ -100,7 +100,7 @@ def vm_nodes(view: ClusterView, vm: Mapping[str, Any], keys: frozenset[str]) -> 
     `keys` (what the VM's author may know). A VM's template names no node, and its taints and disks are asked
     apart."""
     spec = vm_spec(vm)
-    own = Filters(taints=False, cordon=False, volumes=False, labels=keys)
+    own = on_labels(keys, volumes=False)
     return Feasibility(view, own, selector=spec.get("nodeSelector"), terms=required_terms(spec))
 
 

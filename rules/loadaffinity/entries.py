@@ -16,7 +16,7 @@ from typing import Any
 from rules import deadline
 from rules.cluster import ClusterView
 from rules.kube.disclosed import EVERY_LABEL
-from rules.kube.feasible import Feasibility, Filters
+from rules.kube.feasible import Feasibility, on_labels
 from rules.kube.names import dns1123_subdomain_error
 from rules.kube.nodeaffinity import NODE_OPERATORS, label_selector_term, terms_key
 from rules.kube.selectors import Problem, selector_problems, type_name
@@ -134,7 +134,7 @@ def entry_cluster_problems(
     """
     problems: list[Problem] = []
     nodes = view.node_set()
-    labels_only = Filters(taints=False, cordon=False, volumes=False, labels=EVERY_LABEL)
+    labels_only = on_labels(EVERY_LABEL, volumes=False)
     for i, entry in enumerate(entries):
         deadline.check()
         if load_affinity_problems([entry], "")[0]:

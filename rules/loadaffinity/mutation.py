@@ -30,7 +30,7 @@ from rules.coscheduling.pinning import (
     write_required,
 )
 from rules.kube.disclosed import EVERY_LABEL
-from rules.kube.feasible import Feasibility, Filters
+from rules.kube.feasible import Feasibility, on_labels
 from rules.kube.names import dns1123_subdomain_error
 from rules.kube.nodeaffinity import (
     REQUIRED,
@@ -362,7 +362,7 @@ def combine_terms(current: list[Json] | None, load: LoadTerms, volumes: Sequence
 
 #: Whether the terms load affinity writes leave a node: on labels, every key (the terms are the policy's and the
 #: PVs', the pod's own only where they imply them).
-_LABELS = Filters(taints=False, cordon=False, volumes=False, labels=EVERY_LABEL)
+_LABELS = on_labels(EVERY_LABEL, volumes=False)
 
 
 def apply_terms(ctx: Context, target: PodTarget, load: LoadTerms, volumes: Sequence[ClaimVolume]) -> None:

@@ -31,7 +31,7 @@ from rules.cluster import ClusterView
 from rules.context import Context, PodTarget
 from rules.coscheduling.pinning import current_terms, write_required
 from rules.kube.disclosed import EVERY_LABEL
-from rules.kube.feasible import Feasibility, Filters
+from rules.kube.feasible import Feasibility, Filters, on_labels
 from rules.kube.nodeaffinity import (
     label_selector_term,
     merge_terms,
@@ -190,7 +190,7 @@ def admissible_nodes(nodes: NodeSet, constraints: Constraints) -> frozenset[str]
 #: not cordoned ones (the scheduler does). Only the operator reads the answer: on every label.
 _TAINTED = Filters(taints=True, cordon=False, volumes=False, labels=EVERY_LABEL)
 #: A node question on labels alone (the terms the split writes, the operator's entries).
-_LABELS = Filters(taints=False, cordon=False, volumes=False, labels=EVERY_LABEL)
+_LABELS = on_labels(EVERY_LABEL, volumes=False)
 
 
 def restriction(
