@@ -91,9 +91,8 @@ chart-test: $(STAMP) monitoring-tools $(HELM) ## render, lint and check the char
 $(HELM): scripts/install-helm.sh | $(VENV)/.uv
 	scripts/install-helm.sh
 
-chart: ## package the chart into $(DIST)/ (helm package), ready for `helm push` to an OCI registry
-	scripts/install-helm.sh >/dev/null
-	.tools/bin/helm package $(CHART_DIR) --destination $(DIST)
+chart: $(HELM) ## package the chart into $(DIST)/ (helm package), ready for `helm push` to an OCI registry
+	$(HELM) package $(CHART_DIR) --destination $(DIST)
 
 dist: $(RUNTIME) ## build the wheel and sdist into $(DIST)/ (pipx install $(DIST)/*.whl installs the CLI)
 	$(BIN)/uv build --quiet --out-dir $(DIST) .
@@ -116,17 +115,26 @@ apt_install = @for c in $(1); do command -v $$c >/dev/null || missing=1; done; [
 	SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends $(2); }
 
+# The commands each group of tests runs, and the Debian packages that bring them.
+BENCH_COMMANDS := hey wrk valgrind
+BENCH_PACKAGES := hey wrk valgrind
+MONITORING_COMMANDS := promtool prometheus
+MONITORING_PACKAGES := prometheus
+KUBECTL_COMMANDS := kubectl
+KUBECTL_PACKAGES := kubernetes-client
+
 tools: ## install every command the tests run when missing: bench-, monitoring- and kubectl-tools in one apt-get
-	$(call apt_install,hey wrk valgrind promtool prometheus kubectl,hey wrk valgrind prometheus kubernetes-client)
+	$(call apt_install,$(BENCH_COMMANDS) $(MONITORING_COMMANDS) $(KUBECTL_COMMANDS),$(BENCH_PACKAGES) \
+		$(MONITORING_PACKAGES) $(KUBECTL_PACKAGES))
 
 bench-tools: ## install the load generators hey and wrk, and valgrind (Debian packages) when missing
-	$(call apt_install,hey wrk valgrind,hey wrk valgrind)
+	$(call apt_install,$(BENCH_COMMANDS),$(BENCH_PACKAGES))
 
 monitoring-tools: ## install promtool and the Prometheus server (Debian package prometheus) when missing
-	$(call apt_install,promtool prometheus,prometheus)
+	$(call apt_install,$(MONITORING_COMMANDS),$(MONITORING_PACKAGES))
 
 kubectl-tools: ## install kubectl (Debian package kubernetes-client) when missing: a test runs `kubectl storage-affinity`
-	$(call apt_install,kubectl,kubernetes-client)
+	$(call apt_install,$(KUBECTL_COMMANDS),$(KUBECTL_PACKAGES))
 
 bench: $(STAMP) bench-tools ## measure the webhook against its stack's limit (about 11 minutes; not part of test)
 	$(BIN)/python -m bench $(BENCH_ARGS)
