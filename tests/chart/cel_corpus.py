@@ -28,6 +28,7 @@ class Item:
     old: Json | None
     view: ClusterIndex
     policy: Policy
+    user: str | None = None  # userInfo.username, which the conditions do not read and the pipeline may
 
 
 def _pods_and_jobs(review: Json) -> tuple[str, Json, Json | None] | None:
@@ -51,7 +52,8 @@ def _tables() -> Iterator[Item]:
     """The rule tables' Pods and Jobs, each on its case's cluster and policy."""
     for case in table_objects():
         if case.obj.get("kind") in ("Pod", "Job"):
-            yield Item(case.name, case.operation, case.obj, case.old, view_from(*case.state), policy(case.policy))
+            view = view_from(*case.state)
+            yield Item(case.name, case.operation, case.obj, case.old, view, policy(case.policy), case.user)
 
 
 @functools.cache
@@ -100,13 +102,13 @@ def _workloads(pods: list[Item]) -> Iterator[Item]:
         for kind in ("Deployment", "CronJob"):
             created = templates.workload(kind, template, namespace=namespace)
             name = f"{item.name} as a {kind}"
-            yield Item(f"{name}, created", "CREATE", created, None, item.view, item.policy)
+            yield Item(f"{name}, created", "CREATE", created, None, item.view, item.policy, item.user)
             scaled = templates.workload(
                 kind, template, {"suspend": True} if kind == "CronJob" else {"replicas": 4}, namespace
             )
-            yield Item(f"{name}, scaled", "UPDATE", scaled, created, item.view, item.policy)
+            yield Item(f"{name}, scaled", "UPDATE", scaled, created, item.view, item.policy, item.user)
             before = templates.workload(kind, bare, namespace=namespace)
-            yield Item(f"{name}, given its template", "UPDATE", created, before, item.view, item.policy)
+            yield Item(f"{name}, given its template", "UPDATE", created, before, item.view, item.policy, item.user)
 
 
 # --- a cluster's pod creations ----------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ ITEMS = corpus()
 def acted_on(hook: str, item: Item) -> bool:
     """Whether the pipeline, as `hook` calls it, does something with the review: a patch or a warning from the
     mutating webhook, a denial, a warning or a finding from a validating one."""
-    review = subject(item.obj, item.operation, item.old)
+    review = subject(item.obj, item.operation, item.old, item.user)
     if hook == MUTATE:
         mutated = pipeline.mutate(review, item.view, item.policy)
         return not (mutated.allowed and not mutated.patch and not mutated.warnings)

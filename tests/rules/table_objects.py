@@ -1,5 +1,6 @@
 """Every rule table's cases as the objects their own tests review: one list for the checks that run over all of
-them (the matchConditions corpus, the warnings an HTTP answer carries)."""
+them (the matchConditions corpus, the warnings an HTTP answer carries). A table module this list does not read
+says why in `tests/rules/test_table_objects.py`, which fails for one that does neither."""
 
 from __future__ import annotations
 
@@ -10,19 +11,22 @@ from rules.model import Json
 from tests.rules import (
     test_coschedule,
     test_datasource,
+    test_disclosure,
     test_disk,
     test_loadaffinity,
     test_nodeagents,
     test_placement,
+    test_trust,
     test_velero_configmap,
     test_workload_templates,
 )
-from tests.support import DATA, load_yaml
+from tests.support import DATA, load_yaml, merged
 
 
 @dataclass(frozen=True)
 class TableObject:
-    """One case: its table and name, the cluster it runs on, its policy document, and what is reviewed."""
+    """One case: its table and name, the cluster it runs on, its policy document, what is reviewed, and who asks
+    (`userInfo.username`; None: not said)."""
 
     name: str
     state: list[Json]
@@ -30,6 +34,7 @@ class TableObject:
     obj: Json
     operation: str = "CREATE"
     old: Json | None = None
+    user: str | None = None
 
 
 def table_objects() -> Iterator[TableObject]:
@@ -89,3 +94,12 @@ def table_objects() -> Iterator[TableObject]:
             obj, old = test_workload_templates.objects(case, kind)
             operation = case.get("operation", "CREATE")
             yield TableObject(f"workloads:{param.id}:{kind}", [], case.get("policy"), obj, operation, old)
+    for param in test_trust.cases():
+        claim, kind, place, _ = param.values
+        obj = test_trust.build(kind, claim, place["namespace"])
+        state, doc = test_trust.TABLE["state"], test_trust.TABLE["policy"]
+        yield TableObject(f"trust:{param.id}", state, doc, obj, user=place.get("user"))
+    for param in test_disclosure.CASES:
+        (case,) = param.values
+        obj = merged(test_disclosure.TABLE["pod"], case.get("pod") or {})
+        yield TableObject(f"disclosure:{param.id}", test_disclosure.state(case), case.get("policy"), obj)

@@ -28,14 +28,14 @@ CASES = table_cases(TABLE_PATH, CASE_KEYS, section="cases")
 BY_NAME = {param.values[0]["name"]: param.values[0] for param in CASES}
 
 
-def _state(case: Json) -> list[Json]:
+def state(case: Json) -> list[Json]:
     return copy.deepcopy([TABLE["objects"][name] for name in case["state"]])
 
 
 def told(case: Json) -> Json:
     """Everything the tenant reads about its pod: the mutation, the validation of its result, the audit of the
     pod as it stands (stuck for an hour) and the report written to its namespace."""
-    view, pol = view_from(*_state(case)), policy(case.get("policy"))
+    view, pol = view_from(*state(case)), policy(case.get("policy"))
     obj = merged(TABLE["pod"], case.get("pod") or {})
     mutation = pipeline.mutate(subject(obj), view, pol)
     result = pipeline.mutate_then_validate(subject(obj), view, pol)
@@ -60,7 +60,7 @@ def test_case(case: Json) -> None:
     """The case's expectations, those of the case it answers as (`same_as`) where it states none."""
     expected = {**BY_NAME.get(case.get("same_as", ""), {}), **case}
     obj = merged(TABLE["pod"], case.get("pod") or {})
-    check_table_case(expected, view_from(*_state(case)), policy(case.get("policy")), obj)
+    check_table_case(expected, view_from(*state(case)), policy(case.get("policy")), obj)
 
 
 @pytest.mark.parametrize("case", CASES)

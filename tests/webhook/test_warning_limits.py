@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from rules import pipeline
 from rules.model import Json
-from tests.rules.table_objects import table_objects
+from tests.rules.table_objects import TableObject, table_objects
 from tests.support import policy, subject, view_from
 from tests.webhook.review_checks import check_response
 from webhook.app.codec import WARNING_ADVISED, WARNING_LIMIT, build_response, fit_warning
@@ -29,13 +29,11 @@ def node_names(state: list[Json]) -> set[str]:
     return names | {str(o["spec"]["nodeName"]) for o in state if (o.get("spec") or {}).get("nodeName")}
 
 
-def emitted(
-    state: list[Json], doc: Json | None, obj: Json, operation: str, old: Json | None
-) -> list[tuple[str, list[str]]]:
+def emitted(case: TableObject, doc: Json | None) -> list[tuple[str, list[str]]]:
     """(reason, the warnings the HTTP answer carries for it) of every warning the mutating and validating webhooks
     give; the answers pass the API server's checks and carry every reason (none is left out for the total)."""
-    view = view_from(*state)
-    chain = pipeline.mutate_then_validate(subject(obj, operation, old), view, policy(doc))
+    obj, view = case.obj, view_from(*case.state)
+    chain = pipeline.mutate_then_validate(subject(obj, case.operation, case.old, case.user), view, policy(doc))
     request = as_request(obj)
     review: Json = {"apiVersion": request.api_version, "kind": "AdmissionReview"}
     review["request"] = {"uid": request.uid, "operation": "CREATE", "object": obj}
@@ -54,7 +52,7 @@ def _collect() -> list[tuple[str, set[str], str, list[str]]]:
     for case in table_objects():
         nodes = node_names(case.state)
         for enforcement, run in (("own", case.policy), ("warn", {**(case.policy or {}), "enforcement": "warn"})):
-            for reason, parts in emitted(case.state, run, case.obj, case.operation, case.old):
+            for reason, parts in emitted(case, run):
                 found.append((f"{case.name} ({enforcement} policy)", nodes, reason, parts))
     return found
 
