@@ -20,6 +20,10 @@ HELM := .tools/bin/helm
 # 6 min 24 s. Each test file runs on one worker (--dist loadfile), so a module's shared fixtures start once.
 PYTEST_WORKERS ?= $(shell expr $$(getconf _NPROCESSORS_ONLN) + 1)
 PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+# The project's own modules, compiled before the tests: every server and command a test starts imports them, and
+# where PYTHONDONTWRITEBYTECODE is set nothing else keeps their bytecode (valgrind's count of one review spent 7 of
+# its 32 s compiling them). Up-to-date files are skipped.
+COMPILE := $(BIN)/python -m compileall -q -j0 rules webhook certs testkit bench tests >/dev/null
 
 .PHONY: help install run test unit chart chart-test dist lint fmt certs review suites clean bench tools bench-tools monitoring-tools kubectl-tools soak fuzz docs
 
@@ -82,9 +86,11 @@ fmt: $(STAMP) ## format and autofix
 	$(BIN)/ruff check --fix .
 
 unit: $(STAMP) kubectl-tools $(HELM) ## run the tests only (no lint, no chart; the docs tests render `helm install` commands)
+	@$(COMPILE)
 	$(PYTEST) --ignore=tests/chart $(PYTEST_ARGS)
 
 chart-test: $(STAMP) monitoring-tools $(HELM) ## render, lint and check the chart in every mode, its alerts and dashboard (installs helm)
+	@$(COMPILE)
 	$(PYTEST) tests/chart $(PYTEST_ARGS)
 
 # helm, pinned: reinstalled when the script's pin changes.
@@ -101,6 +107,7 @@ dist: $(RUNTIME) ## build the wheel and sdist into $(DIST)/ (pipx install $(DIST
 # pytest run over every test, unit and chart, on every core; either failing fails the target.
 test: ## install, then lint and run every test on every core (apt-get installs hey, wrk, valgrind, prometheus, kubectl if missing)
 	@$(MAKE) --no-print-directory -j3 $(STAMP) $(HELM) tools
+	@$(COMPILE)
 	@{ $(LINT); } & lint=$$!; \
 		$(PYTEST) --durations=25 $(PYTEST_ARGS); tests=$$?; \
 		wait $$lint || { echo "make test: the lint failed" >&2; exit 1; }; exit $$tests
