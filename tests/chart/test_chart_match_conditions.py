@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import Any
 
 import celpy
@@ -120,6 +121,41 @@ def test_the_corpus_exercises_both_answers(hook: str) -> None:
             if skipped > 15:
                 break
     assert skipped > 15, skipped
+
+
+@functools.cache
+def _read_fields() -> frozenset[str]:
+    """Every name the conditions follow a dot to (fields, and harmlessly the methods they call), from the chart."""
+    programs = webhooks(render())
+    expressions = [c["expression"] for name in (MUTATE, *VALIDATING) for c in programs[name].get("matchConditions", [])]
+    return frozenset(re.findall(r"\.([A-Za-z]+)", " ".join(expressions)))
+
+
+def shape(value: Any, key: str = "") -> Any:
+    """`value` cut to the fields the conditions read, each by its type: whether a condition errors depends on which
+    of them are there, not on their values. Labels and annotations count only as empty or not: the conditions ask
+    `in` before they read one."""
+    if isinstance(value, dict):
+        if key in ("labels", "annotations"):
+            return bool(value)
+        return tuple(sorted((k, shape(v, k)) for k, v in value.items() if k in _read_fields()))
+    if isinstance(value, list):
+        return frozenset(shape(v, key) for v in value)
+    return type(value).__name__
+
+
+@pytest.mark.parametrize("hook", [MUTATE, *VALIDATING])
+def test_every_condition_answers_a_bool_for_every_shape_of_review(hook: str) -> None:
+    """A condition that errors fails the call, which the webhook's failurePolicy Fail turns into a refusal of a pod
+    it has nothing to say about. Each condition gives a bool (`_evaluated` checks) on one review of each shape the
+    corpus holds, not only on the reviews the pipeline acts on."""
+    shapes = set()
+    for item in ITEMS:
+        key = (item.obj.get("kind"), item.operation, shape(item.obj), shape(item.old))
+        if key not in shapes:
+            shapes.add(key)
+            sent(hook, item.operation, item.obj, item.old, chart_roles(item.policy))
+    assert len(shapes) > 200, len(shapes)
 
 
 def test_workload_templates_are_sent_when_created_or_changed_with_annotations_the_rules_read() -> None:

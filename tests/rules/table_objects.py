@@ -25,7 +25,8 @@ from tests.support import DATA, load_yaml, merged
 
 @dataclass(frozen=True)
 class TableObject:
-    """One case: its table and name, the cluster it runs on, its policy document, what is reviewed, and who asks
+    """One case: its name (`<table>:<case>`, the table its module's name less `test_`, dashed: the check that
+    every table is here reads it so), the cluster it runs on, its policy document, what is reviewed, and who asks
     (`userInfo.username`; None: not said)."""
 
     name: str
@@ -93,7 +94,7 @@ def table_objects() -> Iterator[TableObject]:
         for kind in test_workload_templates.kinds(case):
             obj, old = test_workload_templates.objects(case, kind)
             operation = case.get("operation", "CREATE")
-            yield TableObject(f"workloads:{param.id}:{kind}", [], case.get("policy"), obj, operation, old)
+            yield TableObject(f"workload-templates:{param.id}:{kind}", [], case.get("policy"), obj, operation, old)
     for param in test_trust.cases():
         claim, kind, place, _ = param.values
         obj = test_trust.build(kind, claim, place["namespace"])

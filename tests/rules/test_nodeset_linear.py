@@ -14,7 +14,7 @@ from rules import pipeline
 from rules.checks import placement
 from rules.kube import nodeaffinity
 from rules.kube.disclosed import EVERY_LABEL
-from rules.kube.feasible import Feasibility, Filters
+from rules.kube.feasible import Feasibility, on_labels
 from rules.kube.intlabels import BLOCK, IntegerLabel
 from rules.kube.nodeaffinity import label_selector_term, merge_terms, name_requirement, term_parses, terms_match
 from rules.kube.nodeset import NodeSet
@@ -297,7 +297,7 @@ def test_volume_nodes_and_within_are_the_walk(node_count: int, zone: str, pinned
         {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]},
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [f"node-{pinned:05d}"]}]},
     ]
-    pv_only = Filters(taints=False, cordon=False, volumes=True, labels=EVERY_LABEL)
+    pv_only = on_labels(EVERY_LABEL, volumes=True)
     assert Feasibility(cluster, pv_only, volume_terms=[pv_terms]).names() == {
         n["metadata"]["name"] for n in nodes if nodeaffinity.volume_terms_match(pv_terms, n)
     }
