@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass
 from pathlib import Path
 
+#: Seconds each API request of the CLI's live view (`review --live`) may take, from its start to its last byte.
+CLI_REQUEST_TIMEOUT = 10.0
+#: Seconds each page of a list the live `audit` reads may take, from its start to its last byte.
+AUDIT_PAGE_TIMEOUT = 60.0
+
 
 @dataclass(frozen=True)
 class Settings:

@@ -19,7 +19,8 @@ from rules.causes import CODES, ENDED_CODES
 from rules.messages import counted, plural
 from rules.model import Json
 from rules.policy import Policy
-from webhook.audit.workloads import PAGE_TIMEOUT, WORKLOAD_KINDS, namespaced, page_sizes, trim_workload, workload_lists
+from webhook.audit.workloads import WORKLOAD_KINDS, namespaced, page_sizes, trim_workload, workload_lists
+from webhook.settings import AUDIT_PAGE_TIMEOUT
 from webhook.state.index import ClusterIndex, bulk_ingest, identity
 from webhook.state.kinds import BY_KIND, STATE_KINDS
 from webhook.state.static import read_manifests, state_of
@@ -119,7 +120,7 @@ def api_configuration(kubeconfig: Path | None) -> Any:
 
 
 def policy_from_api(
-    configuration: Any, namespace: str, name: str, *, timeout: float = PAGE_TIMEOUT
+    configuration: Any, namespace: str, name: str, *, timeout: float = AUDIT_PAGE_TIMEOUT
 ) -> tuple[Policy, str]:
     """The policy the server in `namespace` uses (webhook/policy/cluster.py), so that the live audit judges as
     the server does: a cluster's `trust.namespaces` or load affinity read from the embedded default instead would
@@ -141,7 +142,7 @@ def objects_from_api(
     namespace: str | None,
     progress: Callable[[str], None],
     *,
-    timeout: float = PAGE_TIMEOUT,
+    timeout: float = AUDIT_PAGE_TIMEOUT,
     velero_namespace: str = "",
 ) -> tuple[list[Json], ClusterIndex]:
     """Every object the rules read, listed page by page from the API; the audited pods and ConfigMaps are kept

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from rules.kube.workloads import TEMPLATE_PATHS, template_of
 from rules.model import Json
+from webhook.settings import AUDIT_PAGE_TIMEOUT
 from webhook.state.index import trim
 from webhook.state.owners import controller_reference
 
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 PAGE_SIZE = 50
 FIRST_PAGE = 10
 PAGE_BYTES = 8 * 1024 * 1024
-PAGE_TIMEOUT = 60
 #: The kinds, in the order they are listed.
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
 
@@ -57,7 +57,7 @@ def list_workloads(api: Any) -> Iterator[Json]:
     from webhook.state.watch import list_pages
 
     for kind, (call, args) in workload_lists(api, None).items():
-        for obj in list_pages(call, *args, page_size=page_sizes(), timeout=PAGE_TIMEOUT):
+        for obj in list_pages(call, *args, page_size=page_sizes(), timeout=AUDIT_PAGE_TIMEOUT):
             yield trim_workload(obj, kind)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.cli.args import EXIT_BAD_INPUT, cluster_files, positive_seconds, subcommand
-from webhook.settings import default
+from webhook.settings import AUDIT_PAGE_TIMEOUT, default
 
 
 def add_parser(sub: Any) -> None:
@@ -37,7 +37,7 @@ def add_parser(sub: Any) -> None:
     aud.add_argument(
         "--lookup-timeout",
         type=positive_seconds,
-        default=60.0,
+        default=AUDIT_PAGE_TIMEOUT,
         metavar="SECONDS",
         help="live: seconds each page of a list may take, from its start to its last byte (default %(default)s)",
     )

@@ -17,10 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rules.safeload import unreadable
 from webhook.cli.args import EXIT_ALLOWED, EXIT_BAD_INPUT, EXIT_DENIED, cluster_files, positive_seconds, subcommand
 from webhook.files import read_text
-from webhook.settings import default
-
-#: Seconds each request of `--live` may take, from its start to its last byte.
-LOOKUP_TIMEOUT = 10.0
+from webhook.settings import CLI_REQUEST_TIMEOUT, default
 
 if TYPE_CHECKING:
     from rules.cluster import ClusterView
@@ -71,7 +68,7 @@ def add_parser(sub: Any) -> None:
     rev.add_argument(
         "--lookup-timeout",
         type=positive_seconds,
-        default=LOOKUP_TIMEOUT,
+        default=CLI_REQUEST_TIMEOUT,
         metavar="SECONDS",
         help="live: seconds each API request may take, from its start to its last byte (default %(default)s)",
     )

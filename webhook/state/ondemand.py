@@ -30,6 +30,7 @@ from rules.kube.nodeset import NodeSet
 from rules.loadaffinity.agents import NODE_AGENT_LABEL, NodeAgents
 from rules.loadaffinity.velero import config_problems
 from rules.model import Json
+from webhook.settings import CLI_REQUEST_TIMEOUT
 from webhook.state.apierrors import describe
 from webhook.state.bounded import RequestLimits, RequestRefused, bounded_request
 from webhook.state.index import ClusterIndex
@@ -44,7 +45,9 @@ _CUSTOM = {e.kind: (e.group, e.version, e.plural) for e in STATE_KINDS if e.list
 class OnDemandView:
     """`rules.cluster.ClusterView` over GETs and narrow lists, each made at most once per view."""
 
-    def __init__(self, configuration: Any, *, timeout: float = 10.0, page_size: int = 500, max_pages: int = 40) -> None:
+    def __init__(
+        self, configuration: Any, *, timeout: float = CLI_REQUEST_TIMEOUT, page_size: int = 500, max_pages: int = 40
+    ) -> None:
         self.api = client.ApiClient(configuration)
         self.api.user_agent = USER_AGENT
         self.core = client.CoreV1Api(self.api)
