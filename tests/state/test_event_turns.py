@@ -44,8 +44,8 @@ def runs_needed(namespaces: int, pods: int, run_limit: int, namespace_limit: int
 
 @pytest.mark.parametrize(
     ("namespaces", "pods"),
-    [(1, 60), (150, 2)],
-    ids=["one tenant of 60 (its share binds)", "150 namespaces of 2 (the run's bound binds in the first round)"],
+    [(1, 60), (75, 2)],
+    ids=["one tenant of 60 (its share binds)", "75 namespaces of 2 (the run's bound binds, then new and old mix)"],
 )
 def test_consecutive_runs_reach_every_stuck_pod_within_the_fewest_runs_the_bounds_allow(
     fake_api: FakeKubeAPI, tmp_path: Path, namespaces: int, pods: int
@@ -119,6 +119,23 @@ def test_every_stuck_pod_is_reached_within_the_fewest_runs_whatever_the_bounds(
         assert all(sum(1 for n, _ in run if n == ns) <= namespace_limit for ns, _ in run)
         reached.update(run)
     assert reached == {(e.namespace, e.regarding.name) for e in events}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sets(st.tuples(st.integers(0, 4), st.integers(0, 6)), max_size=30), min_size=1, max_size=8))
+def test_the_writer_remembers_only_the_events_its_last_run_wanted(runs: list[set[tuple[int, int]]]) -> None:
+    """Its series and turns are bounded by what the last audit wanted: a cause that clears is forgotten, so a
+    cluster where pods get stuck and recover forever does not grow the leader's memory."""
+    writer = EventWriter(client.ApiClient(), lambda: 60.0, INSTANCE, run_limit=10, namespace_limit=3)
+    writer.events = MemoryEvents()  # type: ignore[assignment]
+    for wanted in runs:
+        events = [
+            AuditEvent(ObjectRef("v1", "Pod", f"team-{n}", f"mover-{i}", f"uid-{n}-{i}"), "Unschedulable", "stuck")
+            for n, i in sorted(wanted)
+        ]
+        writer.write(events, NOW)
+        keys = {event.key for event in events}
+        assert set(writer._series) <= keys and set(writer._turns) <= keys
 
 
 def test_the_rotation_goes_on_after_the_namespace_written_last_and_takes_the_least_recently_tried_first() -> None:
