@@ -131,11 +131,12 @@ class Stuck:
         (`volumes`) or without, on the labels its author may know; taints and cordon are the causes' to tell
         (`unusable`), so they are not counted. Its node, when it has one, is asked apart."""
         filters = on_labels(self.policy.disclosed_node_labels, volumes=volumes)
+        own = self.pod.get("spec") or {}  # as written: Feasibility reads it on `filters.labels` itself
         return Feasibility(
             self.view,
             filters,
-            selector=self.spec.get("nodeSelector"),
-            terms=required_terms(self.spec),
+            selector=own.get("nodeSelector"),
+            terms=required_terms(own),
             volume_terms=node_local_terms(self.volumes) if volumes else (),
         )
 
