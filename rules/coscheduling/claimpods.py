@@ -224,17 +224,6 @@ class Hold:
         """Distinct nodes of Running users, sorted: a walk of the claim's nodes, for messages and tests."""
         return self.pods.running_nodes(self.own)
 
-    @property
-    def users(self) -> tuple[Json, ...]:
-        """docs/design.md#4-co-scheduling-movers users: not the mover itself, not movers, not finished, not
-        terminating. A walk of the claim's pods: for tests and single answers, not per pod of an audit."""
-        return tuple(pod for pod in self.pods.users if id(pod) not in self.mine)
-
-    @property
-    def holders(self) -> tuple[Json, ...]:
-        """Any other live pod with the volume mounted or about to be (Running or on a node), oldest first."""
-        return tuple(pod for pod in self.pods.holders if id(pod) not in self.mine)
-
     def oldest_holder(self, away_from: str | None = None) -> Json | None:
         """The oldest other holder; with `away_from`, the oldest on a node other than that one."""
         return self.pods.oldest(self.mine, away_from)

@@ -115,8 +115,8 @@ def test_a_hold_is_the_claim_less_the_pod_under_review(
         want = naive(pods, uid, name)
         running_users = hold.pods.running_users(hold.own)
         got = {
-            "users": sorted(map(id, hold.users)),
-            "holders": sorted(map(id, hold.holders)),
+            "users": sorted(id(pod) for pod in hold.pods.users if id(pod) not in hold.mine),
+            "holders": sorted(id(pod) for pod in hold.pods.holders if id(pod) not in hold.mine),
             "anchor": id(hold.anchor) if hold.anchor is not None else None,
             "running_nodes": hold.running_nodes,
             "oldest": id(o) if (o := hold.oldest_holder()) is not None else None,
