@@ -267,7 +267,7 @@ def test_an_update_costs_the_keys_of_its_object_whatever_else_the_index_holds() 
 def test_a_controller_reference_is_kept_without_a_sharing_slot() -> None:
     """A CDI worker's, a Job's or a DataUpload's pod is its controller's one pod: its reference shares with none."""
     index = ClusterIndex()
-    sharing.SHARED.clear()
+    sharing.forget()
     for i in range(200):
         pod = _pod(f"importer-{i:03d}", 1, i)
         owner = {
