@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rules import deadline, pipeline
-from rules.coscheduling.anchors import plan
+from rules.coscheduling.anchors import Plan, plan
 from rules.model import Json
 from rules.policy import default_policy
 from testkit import hostile
@@ -55,7 +55,7 @@ class Counting:
         return getattr(self.view, name)
 
 
-def mover_plan(claims: list[str], view: Any) -> Any:
+def mover_plan(claims: list[str], view: Any) -> Plan:
     target = pipeline.pod_target(subject(hostile.claims_pod("mover", claims)), default_policy(), "")
     return plan(view, default_policy(), target)
 
@@ -90,7 +90,8 @@ def test_a_mover_review_is_linear_in_volumes_and_pods(volumes: int, pods: int, m
     checks = counted_deadline_checks(monkeypatch)
     view = view_from(claim("a"), *(user(f"user-{i}", "a", "node-00000") for i in range(pods)))
     result = mover_plan(["a"] * volumes, view)
-    assert len(result.holds) == 1 and len(result.holds[0].users) == pods
+    (hold,) = result.holds
+    assert len([pod for pod in hold.pods.users if id(pod) not in hold.mine]) == pods
     assert len(checks) == volumes + 1 + pods
 
 
