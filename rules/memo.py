@@ -147,6 +147,14 @@ class Memo(Generic[T]):
         refs = tuple(weakref.ref(obj) for obj in objects)
         return self._store(key, refs, compute())
 
+    def clear(self) -> None:
+        with self._lock:
+            self._empty()
+
+    def _empty(self) -> None:  # under the lock
+        self._entries.clear()
+        self._bytes = 0
+
     def _store(self, key: Hashable, objects: tuple[object, ...], value: T) -> T:
         weight = ENTRY_BYTES + (0 if self._weigh is None else self._weigh(value))
         if weight > self._budget:
@@ -156,8 +164,7 @@ class Memo(Generic[T]):
             if old is not None:  # a stale snapshot entry under reused ids
                 self._bytes -= old.weight
             if len(self._entries) >= self._maxsize or self._bytes + weight > self._budget:
-                self._entries.clear()
-                self._bytes = 0
+                self._empty()
             self._entries[key] = _Entry(objects, value, weight)
             self._bytes += weight
         return value

@@ -5,21 +5,23 @@ to its object (a controller's reference, say) costs a serialisation and a slot i
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
-#: canonical JSON → the one object of that value; emptied when full, in entries or in bytes
-SHARED: dict[str, Any] = {}
+import orjson
+
+from rules.memo import Memo, json_weight
+
 SHARED_LIMIT = 50_000
-#: Characters of canonical JSON the table may hold. The table keeps a value after its objects are gone, and its key
-#: is a second copy: bounded in entries alone, a tenant that created and deleted pods with unique tolerations of
-#: 1 MiB could keep 50,000 of them.
-SHARED_BYTES = 8 * 1024 * 1024
+#: What the shared values may weigh together (`json_weight`). The table keeps a value after its objects are gone:
+#: bounded in entries alone, a tenant that created and deleted pods with unique toleration lists of 1 MiB could
+#: leave 50,000 of them behind.
+SHARED_BYTES = 16 * 1024 * 1024
 #: A value whose JSON is longer is kept by its object alone: the values that repeat (labels, tolerations, a zone's
 #: node affinity) are far shorter, and one this long is a tenant's to make unique.
 LARGEST_SHARED = 8 * 1024
-_held = [0]  # characters of the keys in SHARED (approximate when watch threads share at once: a bound, not a count)
+#: canonical JSON → the one object of that value, by digest (rules/memo.py); emptied when full
+SHARED: Memo[Any] = Memo(SHARED_LIMIT, budget=SHARED_BYTES, weigh=json_weight)
 
 
 def shared(value: Any) -> Any:
@@ -27,24 +29,17 @@ def shared(value: Any) -> Any:
     if isinstance(value, str):
         return text(value)
     try:
-        key = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    except (TypeError, ValueError):
+        key = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
         return value
     if len(key) > LARGEST_SHARED:
         return value
-    found = SHARED.get(key)
-    if found is None:
-        if len(SHARED) >= SHARED_LIMIT or _held[0] + len(key) > SHARED_BYTES:
-            forget()
-        found = SHARED[key] = value
-        _held[0] += len(key)
-    return found
+    return SHARED.get(key.decode(), lambda: value)
 
 
 def forget() -> None:
     """Empty the table."""
     SHARED.clear()
-    _held[0] = 0
 
 
 def text(value: Any) -> Any:
