@@ -47,7 +47,7 @@ from webhook.state.index import ClusterIndex
 from webhook.state.kinds import BY_KIND, STATE_KINDS, StateKind
 from webhook.state.lookups import Misses, current_review, review_lookups
 from webhook.state.optional import OPTIONAL_GROUPS, OptionalGroups
-from webhook.state.watch import IndexSink, LiveOptions, Resource, ResourceWatch, Sink
+from webhook.state.watch import IndexSink, LiveOptions, RecentDeletions, Resource, ResourceWatch, Sink
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class LiveClusterState:
         self.api = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self.api)
         self._clients: dict[str, Any] = {"CoreV1Api": self.core}
-        self._deleted: dict[tuple[str, str, str], float] = {}
+        self._deleted = RecentDeletions()
         self._misses = Misses()
         self._lock = threading.Lock()
         self._started = False
@@ -322,7 +322,7 @@ class LiveClusterState:
         cached = self.index.get(kind, namespace, name)
         if cached is not None:
             return cached  # a watch event landed meanwhile: it is at least as new
-        if self._deleted.get((kind, namespace, name), 0.0) >= started:
+        if self._deleted.deleted_at((kind, namespace, name)) >= started:
             return None  # deleted while the GET was in flight
         (sink or IndexSink(self.index, kind, self._deleted)).apply({**obj, "kind": kind})
         return self.index.get(kind, namespace, name)

@@ -21,7 +21,7 @@ from kubernetes import client
 from webhook.state.apierrors import describe
 from webhook.state.index import ClusterIndex
 from webhook.state.kinds import STATE_KINDS, StateKind
-from webhook.state.watch import IndexSink, LiveOptions, Resource, ResourceWatch
+from webhook.state.watch import IndexSink, LiveOptions, RecentDeletions, Resource, ResourceWatch
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class OptionalGroups:
         self,
         api: client.ApiClient,
         index: ClusterIndex,
-        deleted: dict[tuple[str, str, str], float],
+        deleted: RecentDeletions,
         options: LiveOptions,
     ) -> None:
         self.api, self.index, self.deleted, self.options = api, index, deleted, options

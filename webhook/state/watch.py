@@ -13,6 +13,7 @@ import logging
 import random
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -76,10 +77,39 @@ def _cooperative(objects: Iterable[Json]) -> Iterator[Json]:
         yield obj
 
 
+class RecentDeletions:
+    """When each object was deleted, for the last `keep` seconds, so that a GET answered after a deletion cannot
+    resurrect the object. Kept in the order of deletion and pruned from the oldest: each deletion costs the same
+    however many came before it (a namespace of 50,000 pods deleted at once is 50,000 of them). Shared by the
+    watch threads."""
+
+    def __init__(self, keep: float = 60.0) -> None:
+        self.keep = keep
+        self._when: OrderedDict[tuple[str, str, str], float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._when)
+
+    def add(self, key: tuple[str, str, str], now: float) -> None:
+        with self._lock:
+            self._when[key] = now
+            self._when.move_to_end(key)
+            while self._when:
+                oldest = next(iter(self._when.values()))
+                if now - oldest <= self.keep:
+                    break
+                self._when.popitem(last=False)
+
+    def deleted_at(self, key: tuple[str, str, str]) -> float:
+        """When (time.monotonic) the object was deleted; 0.0 when not within the last `keep` seconds."""
+        return self._when.get(key, 0.0)
+
+
 class IndexSink:
     """Feeds one kind of the index; remembers recent deletions so a slow GET cannot resurrect an object."""
 
-    def __init__(self, index: ClusterIndex, kind: str, deleted: dict[tuple[str, str, str], float]) -> None:
+    def __init__(self, index: ClusterIndex, kind: str, deleted: RecentDeletions) -> None:
         self.index, self.kind, self.deleted = index, kind, deleted
 
     def replace(self, objects: Iterable[Json]) -> None:
@@ -90,11 +120,8 @@ class IndexSink:
 
     def remove(self, obj: Json) -> None:
         meta = obj.get("metadata") or {}
-        now = time.monotonic()
-        if len(self.deleted) > 1000:
-            for key in [k for k, t in self.deleted.items() if now - t > 60]:
-                self.deleted.pop(key, None)
-        self.deleted[(self.kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = now
+        key = (self.kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        self.deleted.add(key, time.monotonic())
         self.index.remove({**obj, "kind": self.kind})
 
 
