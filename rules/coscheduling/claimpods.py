@@ -300,9 +300,15 @@ def claim_hold(view: ClusterView, policy: Policy, target: PodTarget, volume: Cla
 #: The role of a pod of the index, which the index replaces rather than changes: asked again for every mover of
 #: the claim that pod holds.
 _ROLES: Memo[bool] = Memo(4096)
+#: The memo holds each pod's metadata (its id is the key) after the index lets it go, weighed as an entry: only
+#: metadata with at most this many labels is kept, so 4,096 deleted pods hold a few MB however many labels a
+#: tenant gives them (a label is at most 317 + 63 characters). Pods carry a handful.
+_MEMO_LABELS = 16
 
 
 def _is_mover(metadata: Mapping[str, Any], namespace: str, policy: Policy) -> bool:
+    if len(metadata.get("labels") or ()) > _MEMO_LABELS:
+        return classify(metadata, namespace, policy).role == "mover"
     return _ROLES.by_identity(
         (metadata, policy), namespace, lambda: classify(metadata, namespace, policy).role == "mover"
     )

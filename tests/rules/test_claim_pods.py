@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from rules.audit import audit_objects
 from rules.cluster import ClusterView
+from rules.coscheduling import claimpods
 from rules.coscheduling.claimpods import FINISHED, ClaimPods, age_key, node_of, phase_of
 from rules.kube.volumes import OWNED, ClaimVolume
 from rules.model import Json
@@ -165,3 +166,14 @@ def test_an_audit_reads_a_shared_claim_once(pods: int, monkeypatch: pytest.Monke
     assert view.walked == ["data"]
     assert not listed_nodes  # its users on pods // 3 nodes: each hold counts them, it does not list them
     assert len(checks) < 60 * pods  # a few dozen a pod; the walk of the claim for each pod made N more each
+
+
+def test_the_role_memo_holds_no_pod_with_many_labels() -> None:
+    """The memo keeps a pod's metadata alive after the index lets it go: only a pod with few labels is kept."""
+    few = {"name": "db-0", "labels": {f"k{i}": "v" for i in range(3)}}
+    many = {"name": "db-1", "labels": {f"{'k' * 300}{i}": "v" * 63 for i in range(claimpods._MEMO_LABELS + 1)}}
+    claimpods._ROLES.clear()
+    claimpods._is_mover(many, NAMESPACE, default_policy())
+    assert len(claimpods._ROLES) == 0
+    claimpods._is_mover(few, NAMESPACE, default_policy())
+    assert len(claimpods._ROLES) == 1
