@@ -301,13 +301,14 @@ def claim_hold(view: ClusterView, policy: Policy, target: PodTarget, volume: Cla
 #: the claim that pod holds.
 _ROLES: Memo[bool] = Memo(4096)
 #: The memo holds each pod's metadata (its id is the key) after the index lets it go, weighed as an entry: only
-#: metadata with at most this many labels is kept, so 4,096 deleted pods hold a few MB however many labels a
-#: tenant gives them (a label is at most 317 + 63 characters). Pods carry a handful.
-_MEMO_LABELS = 16
+#: metadata whose labels are at most this many, of at most this many characters in all, is kept, so 4,096 deleted
+#: pods hold a few MB whatever labels a tenant gives them. Pods carry a handful of short ones.
+_MEMO_LABELS, _MEMO_LABEL_CHARACTERS = 16, 1024
 
 
 def _is_mover(metadata: Mapping[str, Any], namespace: str, policy: Policy) -> bool:
-    if len(metadata.get("labels") or ()) > _MEMO_LABELS:
+    labels = metadata.get("labels") or {}
+    if len(labels) > _MEMO_LABELS or sum(len(k) + len(str(v)) for k, v in labels.items()) > _MEMO_LABEL_CHARACTERS:
         return classify(metadata, namespace, policy).role == "mover"
     return _ROLES.by_identity(
         (metadata, policy), namespace, lambda: classify(metadata, namespace, policy).role == "mover"

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules.memo import ENTRY_BYTES, Memo, json_weight
+from rules.memo import ENTRY_BYTES, json_weight
 from rules.model import Json
 from webhook.state import sharing
 from webhook.state.index import ClusterIndex
@@ -25,12 +25,14 @@ def _empty_table() -> Iterator[None]:
 
 
 def test_equal_values_are_one_object() -> None:
-    tolerations = [{"key": "dedicated", "operator": "Equal", "value": "backup", "effect": "NoSchedule"}]
+    tolerations = [
+        {"key": "dedicated", "operator": "Equal", "value": "backup", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    ]
     first = sharing.shared(tolerations)
-    assert sharing.shared([{**t} for t in reversed(tolerations)]) is first
-    assert (
-        sharing.shared([{"effect": "NoSchedule", "value": "backup", "operator": "Equal", "key": "dedicated"}]) is first
-    )
+    assert sharing.shared([{**t} for t in tolerations]) is first
+    reordered = [dict(reversed(list(t.items()))) for t in tolerations]
+    assert sharing.shared(reordered) is first  # equal, whatever the order of their keys
 
 
 def test_a_value_longer_than_the_largest_shared_is_kept_by_its_object_alone() -> None:
@@ -40,20 +42,23 @@ def test_a_value_longer_than_the_largest_shared_is_kept_by_its_object_alone() ->
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3_000)), max_size=120))
-def test_the_table_holds_at_most_its_weight_and_entries(values: list[tuple[int, int]]) -> None:
-    """Values of any length, new or repeated: the table never holds more values, nor values that weigh more, than
-    its bounds, and `shared` gives back an equal value."""
-    table: Memo[Json] = Memo(25, budget=20_000, weigh=json_weight)
-    kept, sharing.SHARED = sharing.SHARED, table
-    try:
-        for name, length in values:
-            value = {"name": f"v{name}", "pad": "x" * length}
-            assert sharing.shared(value) == value
-            held = sum(ENTRY_BYTES + json_weight(entry.value) for entry in table._entries.values())
-            assert held == table.weight <= 20_000 and len(table) <= 25
-    finally:
-        sharing.SHARED = kept
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 12_000)), max_size=80))
+def test_the_table_holds_what_its_values_weigh_and_none_past_the_largest(values: list[tuple[int, int]]) -> None:
+    """Values of any length, new or repeated, through the table as the index uses it: an equal value gives the one
+    object, a value past the largest is not held, and the table's weight is what its values weigh, within its
+    budget and entries."""
+    sharing.forget()
+    for name, length in values:
+        value = {"name": f"v{name}", "pad": "x" * length}
+        got = sharing.shared(value)
+        if len(json.dumps(value, separators=(",", ":"))) > sharing.LARGEST_SHARED:
+            assert got is value
+        else:
+            assert sharing.shared(dict(value)) is got and got == value
+        held = [entry.value for entry in sharing.SHARED._entries.values()]
+        assert all(len(json.dumps(v, separators=(",", ":"))) <= sharing.LARGEST_SHARED for v in held)
+        assert sharing.SHARED.weight == sum(ENTRY_BYTES + json_weight(v) for v in held) <= sharing.SHARED_BYTES
+        assert len(held) <= sharing.SHARED_LIMIT
 
 
 def _pod(i: int) -> Json:
