@@ -102,7 +102,8 @@ class RecentDeletions:
                 self._when.popitem(last=False)
 
     def deleted_at(self, key: tuple[str, str, str]) -> float:
-        """When (time.monotonic) the object was deleted; 0.0 when not within the last `keep` seconds."""
+        """When (time.monotonic) the object was deleted; 0.0 when it was not, within `keep` seconds of the latest
+        deletion (older ones go when the next is added)."""
         return self._when.get(key, 0.0)
 
 
