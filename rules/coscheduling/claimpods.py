@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -297,19 +298,29 @@ def claim_hold(view: ClusterView, policy: Policy, target: PodTarget, volume: Cla
     return pods.hold(volume, target.metadata.get("uid"), name)
 
 
-#: The role of a pod of the index, which the index replaces rather than changes: asked again for every mover of
-#: the claim that pod holds.
-_ROLES: Memo[bool] = Memo(4096)
 #: The memo holds each pod's metadata (its id is the key) after the index lets it go, weighed as an entry: only
 #: metadata whose labels are at most this many, of at most this many characters in all, is kept, so 4,096 deleted
 #: pods hold a few MB whatever labels a tenant gives them. Pods carry a handful of short ones.
 _MEMO_LABELS, _MEMO_LABEL_CHARACTERS = 16, 1024
 
 
+def _past_the_caps(found: tuple[bool, bool]) -> int:
+    """An entry's weight beyond its own: none within the caps; past them, more than the whole memo, which then
+    computes the role and keeps nothing (weighed on a miss only, so a hit costs what it did)."""
+    return sys.maxsize if found[1] else 0
+
+
+#: The role of a pod of the index, which the index replaces rather than changes: asked again for every mover of
+#: the claim that pod holds. A value is (whether it is a mover, whether its labels are past the caps).
+_ROLES: Memo[tuple[bool, bool]] = Memo(4096, weigh=_past_the_caps)
+
+
 def _is_mover(metadata: Mapping[str, Any], namespace: str, policy: Policy) -> bool:
-    labels = metadata.get("labels") or {}
-    if len(labels) > _MEMO_LABELS or sum(len(k) + len(str(v)) for k, v in labels.items()) > _MEMO_LABEL_CHARACTERS:
-        return classify(metadata, namespace, policy).role == "mover"
-    return _ROLES.by_identity(
-        (metadata, policy), namespace, lambda: classify(metadata, namespace, policy).role == "mover"
-    )
+    def compute() -> tuple[bool, bool]:
+        labels = metadata.get("labels") or {}
+        past = len(labels) > _MEMO_LABELS or sum(len(k) + len(str(v)) for k, v in labels.items()) > (
+            _MEMO_LABEL_CHARACTERS
+        )
+        return classify(metadata, namespace, policy).role == "mover", past
+
+    return _ROLES.by_identity((metadata, policy), namespace, compute)[0]
